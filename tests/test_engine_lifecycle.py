@@ -1,0 +1,119 @@
+"""The real vLLM CPU engine: start, stream, backend report, fail fast, no orphans."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+from tuner.config import EngineConfig
+from tuner.cpu_demo import DEMO_ENGINE_ARGS
+from tuner.engine import Engine, EngineSpec, EngineStartError
+from tuner.engine.events import EngineBackendChosen, EngineLog, EngineReady, EngineStarting, EngineStopped
+
+pytestmark = pytest.mark.engine
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _alive(pids: set[int]) -> set[int]:
+    out = set()
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                out.add(pid)
+        except psutil.NoSuchProcess:
+            continue
+    return out
+
+
+async def test_real_engine_streams_reports_backend_and_leaves_nothing(demo_model_path: Path, tmp_path: Path) -> None:
+    events: list[object] = []
+    spec = EngineSpec(
+        config=EngineConfig(model=str(demo_model_path), engine=dict(DEMO_ENGINE_ARGS)),
+        log_path=tmp_path / "engine.log",
+    )
+    engine = Engine(spec, on_event=events.append)
+    await engine.start()
+    try:
+        pids = engine.tree_pids()
+        assert len(pids) >= 3, f"expected API server + engine core + worker, got {pids}"
+        assert engine.url and engine.url.startswith("http://127.0.0.1:")
+        chunks: list[str] = []
+        async with httpx.AsyncClient(timeout=60) as client:
+            async with client.stream(
+                "POST",
+                f"{engine.url}/v1/completions",
+                json={
+                    "model": engine.served_model,
+                    "prompt": "hello tunelab",
+                    "max_tokens": 8,
+                    "ignore_eos": True,
+                    "stream": True,
+                },
+            ) as resp:
+                assert resp.status_code == 200
+                async for line in resp.aiter_lines():
+                    if line.startswith("data: ") and line != "data: [DONE]":
+                        chunks.append(json.loads(line[6:])["choices"][0]["text"])
+        assert len(chunks) == 8, chunks
+        assert engine.backend == "CPU_ATTN"
+    finally:
+        await engine.stop()
+    assert not _alive(pids), f"engine processes left behind: {_alive(pids)}"
+    kinds = {type(e) for e in events}
+    assert {EngineStarting, EngineLog, EngineBackendChosen, EngineReady, EngineStopped} <= kinds
+    log_text = (tmp_path / "engine.log").read_text()
+    assert "Starting vLLM" in log_text or "Application startup complete" in log_text
+
+
+async def test_rejected_argument_fails_fast_with_the_cause(demo_model_path: Path, tmp_path: Path) -> None:
+    spec = EngineSpec(
+        config=EngineConfig(
+            model=str(demo_model_path),
+            engine={**DEMO_ENGINE_ARGS, "attention-backend": "NOT_A_BACKEND"},
+        ),
+        log_path=tmp_path / "engine.log",
+        startup_timeout=300,
+    )
+    engine = Engine(spec)
+    started = time.monotonic()
+    with pytest.raises(EngineStartError) as info:
+        await engine.start()
+    elapsed = time.monotonic() - started
+    assert "NOT_A_BACKEND" in info.value.reason, info.value.reason
+    assert "attention backend" in info.value.reason.lower()
+    # vLLM rejects it while parsing arguments (~10 s on 2 cores); the timeout is 300 s.
+    assert elapsed < 60, f"failure took {elapsed:.1f} s: it waited instead of noticing the exit"
+    assert engine.pid is not None and not _alive({engine.pid})
+
+
+def test_sigkill_of_tunelab_leaves_no_engine(demo_model_path: Path, tmp_path: Path) -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.hold_engine", str(demo_model_path), str(tmp_path / "e.log")],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        line = holder.stdout.readline()
+        assert line, "holder exited before the engine was ready"
+        pids = set(json.loads(line)["pids"])
+        assert len(_alive(pids)) >= 3
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait(10)
+        deadline = time.monotonic() + 20
+        while _alive(pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(pids), f"orphaned engine processes: {_alive(pids)}"
+    finally:
+        if holder.poll() is None:
+            holder.kill()

@@ -1,0 +1,181 @@
+"""Model analysis against real published configs, with figures from the model cards.
+
+Expected values are the published architecture (layers, heads, head_dim from
+the papers/cards) and published parameter totals, not tunelab's own output.
+Active-parameter conventions differ per vendor (DeepSeek and OpenAI leave the
+input embedding out); each test says which one it compares against.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tuner.model import AttentionKind, ModelError, analyze
+from tuner.model_info import ModelInfo
+
+CONFIGS = Path(__file__).parent / "data" / "hf-configs"
+
+
+def load(name: str) -> ModelInfo:
+    info = analyze(str(CONFIGS / f"{name}.json"))
+    assert info.source == "config-file"
+    return info
+
+
+def close(actual: float, expected: float, rel: float) -> bool:
+    return abs(actual - expected) <= rel * expected
+
+
+def test_every_shared_config_is_copied_and_analyzable() -> None:
+    files = sorted(CONFIGS.glob("*.json"))
+    assert len(files) == 9
+    for path in files:
+        info = analyze(str(path))
+        assert info.num_layers > 0 and info.param_count > 0 and info.kv_bytes_per_token() > 0
+
+
+def test_llama_3_1_8b() -> None:
+    info = load("meta-llama__Llama-3.1-8B-Instruct")
+    assert info.architecture == "LlamaForCausalLM" and info.model_type == "llama"
+    assert info.attention is AttentionKind.GQA
+    assert (info.num_layers, info.num_heads, info.num_kv_heads, info.head_dim) == (32, 32, 8, 128)
+    # 2 x 32 layers x 8 kv heads x 128 x 2 bytes
+    assert info.kv_bytes_per_token() == 131072
+    assert info.kv_bytes_per_token("fp8") == 65536
+    assert close(info.param_count, 8.03e9, 0.005)  # model card: 8.03B
+    assert info.active_param_count == info.param_count and not info.is_moe
+    assert close(info.weight_bytes, 16.06e9, 0.01)  # bf16 checkpoint: ~16.1 GB
+    assert not info.is_prequantized and info.dtype == "bfloat16" and info.sliding_window is None
+
+
+def test_llama_3_1_70b() -> None:
+    info = load("meta-llama__Llama-3.1-70B-Instruct")
+    assert (info.num_layers, info.num_heads, info.num_kv_heads, info.head_dim) == (80, 64, 8, 128)
+    assert info.kv_bytes_per_token() == 2 * 80 * 8 * 128 * 2
+    assert close(info.param_count, 70.6e9, 0.005)  # model card: 70.6B
+
+
+def test_qwen2_5_7b() -> None:
+    info = load("Qwen__Qwen2.5-7B-Instruct")
+    assert info.attention is AttentionKind.GQA
+    assert (info.num_layers, info.num_heads, info.num_kv_heads, info.head_dim) == (28, 28, 4, 128)
+    assert info.kv_bytes_per_token() == 2 * 28 * 4 * 128 * 2
+    assert close(info.param_count, 7.61e9, 0.005)  # model card: 7.61B
+    # use_sliding_window is false: no layer uses the window
+    assert info.sliding_window is None
+
+
+def test_qwen3_30b_a3b_moe() -> None:
+    info = load("Qwen__Qwen3-30B-A3B")
+    assert info.moe is not None
+    assert (info.moe.num_experts, info.moe.experts_per_token, info.moe.shared_experts) == (
+        128,
+        8,
+        0,
+    )
+    assert info.moe.activation_density == pytest.approx(8 / 128)
+    assert info.moe.moe_layers == 48
+    assert (info.num_layers, info.num_kv_heads, info.head_dim) == (48, 4, 128)
+    assert info.kv_bytes_per_token() == 2 * 48 * 4 * 128 * 2
+    assert close(info.param_count, 30.5e9, 0.01)  # model card: 30.5B total
+    assert close(info.active_param_count, 3.3e9, 0.03)  # 3.3B activated
+
+
+def test_qwen3_30b_a3b_fp8_is_prequantized_and_half_the_bytes() -> None:
+    fp8 = load("Qwen__Qwen3-30B-A3B-FP8")
+    bf16 = load("Qwen__Qwen3-30B-A3B")
+    assert fp8.quant_method == "fp8" and fp8.is_prequantized and not fp8.kv_scales_static
+    assert fp8.param_count == bf16.param_count
+    # linear weights at 1 byte, embeddings/lm_head/norms stay bf16
+    assert 0.5 < fp8.weight_bytes / bf16.weight_bytes < 0.56
+
+
+def test_mixtral_8x7b() -> None:
+    info = load("mistralai__Mixtral-8x7B-Instruct-v0.1")
+    assert info.moe is not None and info.moe.num_experts == 8 and info.moe.experts_per_token == 2
+    assert info.moe.activation_density == pytest.approx(0.25)
+    assert info.kv_bytes_per_token() == 2 * 32 * 8 * 128 * 2
+    assert close(info.param_count, 46.7e9, 0.005)  # Mistral: 46.7B total
+    assert close(info.active_param_count, 12.9e9, 0.01)  # 12.9B per token
+
+
+def test_deepseek_v3_mla_moe() -> None:
+    info = load("deepseek-ai__DeepSeek-V3")
+    assert info.attention is AttentionKind.MLA and info.is_mla
+    assert info.num_layers == 61 and info.kv_lora_rank == 512 and info.qk_rope_head_dim == 64
+    # MLA: 61 layers x (512 + 64) x 2 bytes
+    assert info.kv_bytes_per_token() == 70272
+    assert info.kv_bytes_per_token("fp8_e4m3") == 35136
+    assert info.moe is not None
+    assert (info.moe.num_experts, info.moe.experts_per_token, info.moe.shared_experts) == (
+        256,
+        8,
+        1,
+    )
+    assert info.moe.moe_layers == 61 - 3  # first_k_dense_replace = 3
+    assert info.moe.activation_density == pytest.approx(8 / 256)
+    assert close(info.param_count, 671e9, 0.01)  # paper: 671B (MTP module excluded)
+    assert close(info.active_param_count, 37e9, 0.02)  # paper: 37B activated
+    assert info.quant_method == "fp8"
+    # FP8 checkpoint: roughly a byte per parameter (HF repo ~689 GB incl. the MTP layer)
+    assert 0.95 * 671e9 < info.weight_bytes < 689e9
+
+
+def test_deepseek_v2_lite_mla() -> None:
+    info = load("deepseek-ai__DeepSeek-V2-Lite-Chat")
+    assert info.is_mla and info.num_layers == 27
+    assert info.kv_bytes_per_token() == 27 * (512 + 64) * 2
+    assert info.moe is not None and info.moe.shared_experts == 2 and info.moe.num_experts == 64
+    assert info.moe.moe_layers == 26
+    assert close(info.param_count, 15.7e9, 0.01)  # paper: 15.7B total
+    # DeepSeek counts activated parameters without the input embedding: 2.4B
+    assert close(info.active_param_count - info.vocab_size * info.hidden_size, 2.4e9, 0.03)
+
+
+def test_gpt_oss_20b() -> None:
+    info = load("openai__gpt-oss-20b")
+    assert info.is_gpt_oss and info.architecture == "GptOssForCausalLM"
+    assert (info.num_layers, info.num_heads, info.num_kv_heads, info.head_dim) == (24, 64, 8, 64)
+    assert info.kv_bytes_per_token() == 2 * 24 * 8 * 64 * 2
+    assert info.sliding_window == 128
+    assert info.quant_method == "mxfp4"
+    assert info.moe is not None and info.moe.num_experts == 32 and info.moe.experts_per_token == 4
+    assert close(info.param_count, 20.91e9, 0.01)  # model card: 20.91B total
+    # model card: 3.61B active, input embedding not counted
+    assert close(info.active_param_count - info.vocab_size * info.hidden_size, 3.61e9, 0.02)
+    # MXFP4 experts: the published checkpoint is ~13.8 GB
+    assert 12.5e9 < info.weight_bytes < 14.5e9
+
+
+def test_missing_fields_and_bad_json_are_clear(tmp_path: Path) -> None:
+    bad = tmp_path / "config.json"
+    bad.write_text("{not json")
+    with pytest.raises(ModelError, match="not valid JSON"):
+        analyze(str(bad))
+    bad.write_text('{"model_type": "bert"}')
+    with pytest.raises(ModelError, match="num_hidden_layers"):
+        analyze(str(tmp_path))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ModelError, match=r"has no config\.json"):
+        analyze(str(empty))
+
+
+def test_nonexistent_path_says_so(tmp_path: Path) -> None:
+    with pytest.raises(ModelError, match="does not exist"):
+        analyze(str(tmp_path / "nope" / "model"))
+
+
+def test_offline_uncached_id_is_refused_without_network(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import huggingface_hub.constants as hc
+
+    monkeypatch.setattr(hc, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    with pytest.raises(ModelError, match="offline"):
+        analyze("some-org/not-cached-model", offline=True)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelError, match="HF_HUB_OFFLINE"):
+        analyze("some-org/not-cached-model")

@@ -1,0 +1,104 @@
+"""The messages the TUI's widgets and workers post upward, as dataclasses.
+
+Textual's rule is "attributes down, messages up": screens set widget
+attributes, widgets and background workers report with these messages. Each
+one is a frozen-by-convention dataclass so a test can record them with
+``message_hook`` and compare fields. Workers post them from threads with
+``post_message``, which is thread-safe.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from textual.message import Message
+
+
+@dataclass
+class KnobChanged(Message):
+    """The user set (or cleared, value None) a knob in the knob panel."""
+
+    key: str
+    value: Any
+
+
+@dataclass
+class KnobInvalid(Message):
+    """Text typed into a knob's input does not parse; the message says why."""
+
+    key: str
+    error: str
+
+
+@dataclass
+class KnobFocused(Message):
+    """A knob row got focus: its help text is shown."""
+
+    key: str
+
+
+@dataclass
+class WorkloadChanged(Message):
+    """The workload panel holds a new valid workload (or an error to show)."""
+
+    workload: Any | None
+    error: str | None = None
+
+
+@dataclass
+class ModelRequested(Message):
+    """The user typed or picked a model id or path."""
+
+    model: str
+
+
+@dataclass
+class IntrospectionReady(Message):
+    """The installed vLLM was probed (in a thread): version, platform, lists."""
+
+    info: Any
+    target: Any
+
+
+@dataclass
+class ModelAnalyzed(Message):
+    """Model analysis finished: the info, or an error sentence."""
+
+    model: str
+    info: Any | None
+    error: str | None = None
+
+
+@dataclass
+class TelemetryReady(Message):
+    """The telemetry backend was selected (in a thread) and the sampler started."""
+
+    description: str
+    reasons: tuple[str, ...]
+    count: int
+
+
+@dataclass
+class RunEvent(Message):
+    """One event of a running trial or study, forwarded from the worker.
+
+    Attributes:
+        job: The id of the job that produced it (a study may run several trials).
+        event: The ``tuner.trials`` event object (TrialStage, TrialProgress, ...).
+    """
+
+    job: int
+    event: Any
+
+
+@dataclass
+class JobFinished(Message):
+    """A run, A/B or sweep worker ended (done, failed or cancelled)."""
+
+    job: int
+    kind: str
+    ok: bool
+    summary: str = ""
+    result: Any = None
+    trials: list[Any] = field(default_factory=list)

@@ -1,0 +1,121 @@
+"""The GPU panel: one compact cell per GPU with bars and a short history sparkline.
+
+The screen hands it snapshots (read off the event loop by the telemetry
+sampler thread); the panel only formats them. Cells flow into as many
+columns as the width allows, so eight GPUs take four lines at 80 columns and
+two at 160. With no GPU it shows one line that says why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.events import Resize
+from textual.widget import Widget
+from textual.widgets import Sparkline, Static
+
+from tuner.telemetry import GpuSnapshot
+from tuner.telemetry import format as fmt
+
+CELL_WIDTH = 39
+SPARK_POINTS = 24
+
+
+def bar(fraction: float | None, width: int = 5) -> Text:
+    """A block bar for 0..1 (N/A as dots): compact and readable over SSH."""
+    if fraction is None:
+        return Text("·" * width, style="dim")
+    fraction = max(0.0, min(1.0, fraction))
+    full = round(fraction * width)
+    style = "green" if fraction < 0.6 else "yellow" if fraction < 0.85 else "red"
+    return Text("█" * full, style=style) + Text("░" * (width - full), style="dim")
+
+
+def cell_text(snap: GpuSnapshot) -> tuple[Text, Text]:
+    """Left (index, util bar, %) and right (VRAM, power, hotspot temp) parts of a cell."""
+    left = Text(f"{snap.index:>1} ", style="bold")
+    if snap.error:
+        left.append("error", style="red")
+        return left, Text(f" {snap.error}", style="red")
+    util = snap.gfx_activity
+    left.append_text(bar(None if util is None else util / 100.0))
+    left.append(f" {fmt.pct(util):>4}")
+    right = Text(" ")
+    frac = None
+    if snap.vram_used is not None and snap.vram_total:
+        frac = snap.vram_used / snap.vram_total
+    right.append("M")
+    right.append_text(bar(frac, 3))
+    right.append(f" {fmt.power(snap, unit=True):>5} {fmt.temp(snap.temp_hotspot or snap.temp_edge)}")
+    return left, right
+
+
+class GpuCell(Horizontal):
+    """One GPU: util bar, util history sparkline, VRAM bar, power, temperature."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__(classes="gpu-cell", id=f"gpu-{index}")
+        self.index = index
+
+    def compose(self) -> ComposeResult:
+        yield Static(classes="gpu-left")
+        yield Sparkline([0.0], classes="gpu-spark")
+        yield Static(classes="gpu-right")
+
+    def show(self, snap: GpuSnapshot, history: Sequence[float]) -> None:
+        """Set the cell's content from the newest snapshot and the util history."""
+        left, right = cell_text(snap)
+        self.query_one(".gpu-left", Static).update(left)
+        self.query_one(".gpu-right", Static).update(right)
+        self.query_one(".gpu-spark", Sparkline).data = list(history[-SPARK_POINTS:]) or [0.0]
+        self.tooltip = f"GPU {snap.index}: {snap.name or 'unknown'} ({snap.arch or '?'})"
+
+
+class GpuPanel(Widget):
+    """All GPUs, or one line saying why there is none."""
+
+    def compose(self) -> ComposeResult:
+        yield Static("GPU telemetry: starting…", id="gpu-none")
+
+    def on_mount(self) -> None:
+        self.border_title = "GPUs"
+
+    def show_none(self, description: str, reasons: Sequence[str]) -> None:
+        """No GPU: say why in one line (the full reasons are in the tooltip)."""
+        why = "; ".join(reasons) if reasons else description
+        line = self.query_one("#gpu-none", Static)
+        line.update(Text(f"No GPU telemetry ({why}). Benchmarks use the CPU engine.", no_wrap=True, overflow="ellipsis"))
+        line.tooltip = "\n".join(reasons) or description
+        line.display = True
+        self.border_title = "GPUs: none"
+
+    def setup(self, count: int, description: str) -> None:
+        """Create one cell per GPU (called once the backend is open)."""
+        self.query_one("#gpu-none", Static).display = False
+        for cell in self.query(GpuCell):
+            cell.remove()
+        self.mount_all(GpuCell(i) for i in range(count))
+        self.border_title = f"GPUs · {description}"
+        self._fit_columns(self.size.width)
+
+    def show(self, snaps: Sequence[GpuSnapshot], histories: Sequence[Sequence[float]]) -> None:
+        """Update every cell; extra or missing GPUs are ignored until the next setup."""
+        cells = list(self.query(GpuCell))
+        for cell, snap, history in zip(cells, snaps, histories, strict=False):
+            cell.show(snap, history)
+        if snaps:
+            parts = {fmt.partition(s) for s in snaps if not s.error}
+            names = {s.name for s in snaps if s.name}
+            name = next(iter(names)) if len(names) == 1 else "mixed"
+            part = next(iter(parts)) if len(parts) == 1 else "mixed partitions"
+            self.border_subtitle = f"{len(snaps)} × {name} · {part}"
+
+    def on_resize(self, event: Resize) -> None:
+        self._fit_columns(event.size.width)
+
+    def _fit_columns(self, width: int) -> None:
+        columns = max(1, (width - 2) // CELL_WIDTH)
+        self.styles.grid_size_columns = columns

@@ -1,0 +1,224 @@
+"""Prompts of an exact token length, repeatable from a seed.
+
+Random prompts are lists of token ids sent as the ``prompt`` of
+/v1/completions, so the server sees exactly ``input_len`` tokens with no
+decode/re-encode drift (vLLM's own random dataset decodes to text and loses a
+few tokens on the way back). The ids come from a *token pool*: every
+non-special id of the model's tokenizer (read with the light `tokenizers`
+library, never transformers) or, without a local tokenizer, the ids the
+server's own /tokenize endpoint returns for a filler text. Chat requests need
+text, so their prompts are decoded from the same ids. A ShareGPT JSON file can
+replace random prompts; its real prompt lengths come back in the server's
+usage report.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tuner.bench.workload import Workload, WorkloadError
+
+# Words for the filler text tokenised by the server when no tokenizer is local.
+_FILLER = (
+    "the quick brown fox jumps over a lazy dog while seven tired engineers tune "
+    "engines measure latency count tokens compare numbers and write reports about "
+    "throughput memory caches kernels batches schedules queues prompts outputs "
+    "0 1 2 3 4 5 6 7 8 9 alpha beta gamma delta north south east west"
+)
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One request's input.
+
+    Attributes:
+        prompt: Token ids (completions) or text (chat, ShareGPT).
+        prompt_len: Length in tokens when known, else -1 (the server's usage
+            report fills it in).
+        output_len: Tokens to request.
+    """
+
+    prompt: list[int] | str
+    prompt_len: int
+    output_len: int
+
+
+@dataclass(frozen=True)
+class TokenPool:
+    """Valid, non-special token ids of the served model, plus a decoder.
+
+    Attributes:
+        ids: Candidate ids for random prompts (no special tokens).
+        decode: Turns ids into text (for chat prompts), or None if unknown.
+        source: Where the ids came from, for the result's provenance.
+    """
+
+    ids: tuple[int, ...]
+    decode: Callable[[list[int]], str] | None
+    source: str
+
+
+def tokenizer_file(path: str | Path) -> Path | None:
+    """The tokenizer.json at ``path`` (a file or a model directory), if any."""
+    p = Path(path)
+    if p.is_file():
+        return p
+    candidate = p / "tokenizer.json"
+    return candidate if candidate.is_file() else None
+
+
+def pool_from_tokenizer(path: str | Path) -> TokenPool:
+    """Build a token pool from a local tokenizer.json.
+
+    Args:
+        path: tokenizer.json or a directory holding one.
+
+    Raises:
+        WorkloadError: No tokenizer.json there.
+    """
+    from tokenizers import Tokenizer  # light (Rust); imported here for CLI speed
+
+    file = tokenizer_file(path)
+    if file is None:
+        raise WorkloadError(
+            f"no tokenizer.json at {path}; pass a model directory that holds one, "
+            "or leave the tokenizer unset to let the server tokenise"
+        )
+    tok = Tokenizer.from_file(str(file))
+    special = {int(i) for i, t in tok.get_added_tokens_decoder().items() if t.special}
+    ids = tuple(i for i in range(tok.get_vocab_size(with_added_tokens=False)) if i not in special)
+    if not ids:
+        raise WorkloadError(f"tokenizer {file} has no non-special tokens")
+    return TokenPool(
+        ids=ids,
+        decode=lambda toks: tok.decode(toks, skip_special_tokens=True),
+        source=str(file),
+    )
+
+
+def pool_from_server_tokens(
+    tokens: list[int], decode: Callable[[list[int]], str] | None
+) -> TokenPool:
+    """Wrap ids returned by the server's /tokenize into a pool."""
+    ids = tuple(sorted(set(tokens)))
+    if not ids:
+        raise WorkloadError("the server's /tokenize returned no tokens for the filler text")
+    return TokenPool(ids=ids, decode=decode, source="server /tokenize")
+
+
+def filler_text() -> str:
+    """Text whose server-side tokens seed a pool when no tokenizer is local."""
+    return _FILLER
+
+
+def sample_lengths(workload: Workload, count: int, rng: random.Random) -> list[tuple[int, int]]:
+    """Per-request (input_len, output_len), uniform within the range ratio.
+
+    Same bounds as vLLM's random dataset: [floor(n * (1 - r)), ceil(n * (1 + r))],
+    never below 1.
+    """
+    r = workload.range_ratio
+
+    def bounds(n: int) -> tuple[int, int]:
+        return max(1, math.floor(n * (1 - r))), max(1, math.ceil(n * (1 + r)))
+
+    in_lo, in_hi = bounds(workload.input_len)
+    out_lo, out_hi = bounds(workload.output_len)
+    return [(rng.randint(in_lo, in_hi), rng.randint(out_lo, out_hi)) for _ in range(count)]
+
+
+def random_prompts(
+    workload: Workload, pool: TokenPool, count: int, *, salt: int = 0
+) -> list[Prompt]:
+    """Random-token prompts of exact length, identical for the same seed.
+
+    Args:
+        workload: Lengths, range ratio, seed and endpoint.
+        pool: Where token ids are drawn from.
+        count: How many prompts.
+        salt: Separates streams drawn from one seed (warm-ups use 1).
+
+    Raises:
+        WorkloadError: Chat needs text but the pool cannot decode.
+    """
+    rng = random.Random(workload.seed * 1_000_003 + salt)
+    ids = pool.ids
+    out: list[Prompt] = []
+    for in_len, out_len in sample_lengths(workload, count, rng):
+        toks = [ids[rng.randrange(len(ids))] for _ in range(in_len)]
+        if workload.endpoint == "chat":
+            if pool.decode is None:
+                raise WorkloadError(
+                    "chat prompts need text, but no tokenizer is available to decode "
+                    "token ids; pass --tokenizer PATH or use the completions endpoint"
+                )
+            # Chat templates add tokens, so the length is only approximate here;
+            # the usage report carries the real count.
+            out.append(Prompt(pool.decode(toks), -1, out_len))
+        else:
+            out.append(Prompt(toks, in_len, out_len))
+    return out
+
+
+def sharegpt_prompts(
+    workload: Workload,
+    count: int,
+    encode: Callable[[str], int] | None = None,
+    *,
+    salt: int = 0,
+) -> list[Prompt]:
+    """Prompts from a ShareGPT-format JSON file, shuffled by the seed.
+
+    Each conversation's first human turn is the prompt; the output length is
+    the workload's (fixed or range-sampled), so runs stay comparable.
+
+    Args:
+        workload: Holds dataset_path, seed and lengths.
+        count: How many prompts (the file is cycled if it holds fewer).
+        encode: Counts a text's tokens, if a tokenizer is at hand.
+        salt: Separates streams drawn from one seed.
+
+    Raises:
+        WorkloadError: Missing file, not ShareGPT JSON, or no usable turn.
+    """
+    if not workload.dataset_path:
+        raise WorkloadError("sharegpt_prompts needs workload.dataset_path")
+    path = Path(workload.dataset_path)
+    try:
+        data: Any = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise WorkloadError(f"dataset file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise WorkloadError(f"dataset file {path} is not readable JSON: {exc}") from None
+    if not isinstance(data, list):
+        raise WorkloadError(f"dataset {path} must be a JSON list of ShareGPT conversations")
+    texts: list[str] = []
+    for entry in data:
+        turns = entry.get("conversations") if isinstance(entry, dict) else None
+        if not isinstance(turns, list):
+            continue
+        for turn in turns:
+            if isinstance(turn, dict) and turn.get("from") in ("human", "user"):
+                value = turn.get("value")
+                if isinstance(value, str) and value.strip():
+                    texts.append(value)
+                break
+    if not texts:
+        raise WorkloadError(
+            f"dataset {path} has no conversation with a human turn; expected ShareGPT "
+            'format: [{"conversations": [{"from": "human", "value": "..."}, ...]}, ...]'
+        )
+    rng = random.Random(workload.seed * 1_000_003 + salt)
+    rng.shuffle(texts)
+    lengths = sample_lengths(workload, count, rng)
+    out = []
+    for i in range(count):
+        text = texts[i % len(texts)]
+        out.append(Prompt(text, encode(text) if encode else -1, lengths[i][1]))
+    return out

@@ -1,0 +1,300 @@
+"""``tunelab check``: what the rules say about a config on a target, before anything runs.
+
+The config comes from a preset, ``--model`` and ``--set KEY=VALUE`` items;
+the target is the installed vLLM (introspected in a subprocess) unless
+``--vllm-version``/``--platform`` name another machine, so a ROCm preset can
+be checked on a laptop. Findings print grouped by severity (or as JSON); the
+exit status is 1 when any finding is an error and 2 for input tunelab cannot
+use, so scripts can gate a launch on it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import StrEnum
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+if TYPE_CHECKING:
+    from tuner.config import EngineConfig
+    from tuner.model import ModelInfo
+    from tuner.rules import Finding, Target, WorkloadShape
+
+# Device-selection variables vLLM/ROCm read but tunelab does not tune, so they
+# are not catalogue knobs; --set still takes them so the rules can see them.
+PASSTHROUGH_ENV = frozenset({"HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"})
+
+
+class PlatformName(StrEnum):
+    """Values of ``--platform``."""
+
+    rocm = "rocm"
+    cuda = "cuda"
+    cpu = "cpu"
+
+
+class Goal(StrEnum):
+    """Values of ``--goal``."""
+
+    interactive = "interactive"
+    streaming = "streaming"
+    offline = "offline"
+
+
+def register(app: typer.Typer) -> None:
+    """Adds the ``check`` command to the tunelab CLI."""
+    app.command("check")(check_command)
+
+
+def fail(message: str) -> typer.Exit:
+    """Prints a usage error to stderr and returns the exit (status 2) to raise."""
+    typer.echo(f"tunelab check: {message}", err=True)
+    return typer.Exit(2)
+
+
+def check_command(
+    preset: Annotated[
+        str | None, typer.Option("--preset", help="A preset TOML file to check.")
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", help="Model id (org/name) or local path; overrides the preset's."),
+    ] = None,
+    set_items: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set", help="KEY=VALUE knob value (repeatable), e.g. VLLM_ROCM_USE_AITER=1."
+        ),
+    ] = None,
+    vllm_version: Annotated[
+        str | None, typer.Option("--vllm-version", help="Target vLLM version (default: installed).")
+    ] = None,
+    platform: Annotated[
+        PlatformName | None,
+        typer.Option("--platform", help="Target platform (default: installed vLLM's)."),
+    ] = None,
+    gpus: Annotated[
+        int | None, typer.Option("--gpus", min=1, help="GPUs on the target node.")
+    ] = None,
+    vram_gib: Annotated[
+        float | None,
+        typer.Option(
+            "--vram-gib", min=0.001, help="Memory of one GPU in GiB (enables fit checks)."
+        ),
+    ] = None,
+    concurrency: Annotated[
+        int | None,
+        typer.Option("--concurrency", min=1, help="Requests in flight the engine will serve."),
+    ] = None,
+    input_len: Annotated[
+        int | None, typer.Option("--input-len", min=1, help="Prompt tokens per request.")
+    ] = None,
+    output_len: Annotated[
+        int | None, typer.Option("--output-len", min=1, help="Generated tokens per request.")
+    ] = None,
+    goal: Annotated[Goal | None, typer.Option("--goal", help="What to optimise for.")] = None,
+    offline: Annotated[
+        bool,
+        typer.Option(
+            "--offline", help="Never ask the Hugging Face hub (local files and cache only)."
+        ),
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the findings as a JSON array.")
+    ] = False,
+) -> None:
+    """Check a config against the rules for its target; exit 1 on errors, 2 on bad input."""
+    from tuner.rules import check, has_errors
+
+    if vllm_version is not None:
+        from tuner.knobs.versions import parse_version
+
+        try:
+            parse_version(vllm_version)
+        except ValueError as exc:
+            raise fail(f"--vllm-version: {exc}") from None
+    loaded = _load_preset(preset) if preset else None
+    config = _build_config(loaded, model, set_items or [])
+    target, notes = _target(
+        loaded, vllm_version, platform.value if platform else None, gpus, vram_gib
+    )
+    info, model_note = _model(
+        config.model, from_preset=model is None and loaded is not None, offline=offline
+    )
+    if model_note:
+        notes.append(model_note)
+    workload = _workload(loaded, concurrency, input_len, output_len, goal.value if goal else None)
+    findings = check(config, info, target, workload)
+    if as_json:
+        for note in notes:
+            typer.echo(f"note: {note}", err=True)
+        typer.echo(json.dumps([f.to_dict() for f in findings], indent=1))
+    else:
+        _print(findings, config, info, target, notes)
+    if has_errors(findings):
+        raise typer.Exit(1)
+
+
+def _load_preset(path: str) -> Any:
+    try:
+        from tuner.export.preset import load_preset
+    except ImportError:
+        raise fail("--preset needs tuner.export.preset, which this install lacks") from None
+    from tuner.export.errors import PresetError
+
+    try:
+        return load_preset(path)
+    except PresetError as exc:
+        raise fail(str(exc)) from None
+
+
+def _build_config(loaded: Any, model: str | None, items: list[str]) -> EngineConfig:
+    from tuner.config import ConfigError, EngineConfig, split_assignment
+    from tuner.knobs import parse_assignments
+
+    base: EngineConfig = loaded.config if loaded is not None else EngineConfig(model=model or "")
+    if model is not None:
+        base = EngineConfig(model=model, env=dict(base.env), engine=dict(base.engine))
+    passthrough: dict[str, Any] = {}
+    knob_items: list[str] = []
+    try:
+        for item in items:
+            key, value = split_assignment(item)
+            if key in PASSTHROUGH_ENV:
+                passthrough[key] = value
+            else:
+                knob_items.append(item)
+        values = parse_assignments(knob_items)
+        return base.with_values({**values, **passthrough})
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+
+
+def _target(
+    loaded: Any, version: str | None, platform: str | None, gpus: int | None, vram: float | None
+) -> tuple[Target, list[str]]:
+    """The given target, else the introspected installed vLLM, else the catalogue."""
+    from tuner.rules import Target
+
+    notes: list[str] = []
+    preset_target = getattr(loaded, "target", None)
+    version = version or getattr(preset_target, "vllm_version", None)
+    platform = platform or getattr(preset_target, "platform", None)
+    gpus = gpus or getattr(preset_target, "gpu_count", None) or 1
+    if version and platform:
+        return Target(version, platform, gpus, vram, note="given"), notes
+    from tuner.introspect import IntrospectError, introspect
+
+    try:
+        info = introspect(sys.executable)
+    except IntrospectError as exc:
+        info = None
+        notes.append(f"introspection failed ({exc}); checking against tunelab's catalogue only")
+    if info is not None and not info.available:
+        notes.append(f"no vLLM here ({info.error}); checking against tunelab's catalogue only")
+        info = None
+    if info is None:
+        return Target(version, platform, gpus, vram, note="catalogue"), notes
+    if version and version != info.version:
+        # Introspection speaks only for the installed version.
+        return Target(version, platform or info.platform, gpus, vram, note="given version"), notes
+    target = Target.from_introspection(info, gpus=gpus, vram_gib=vram)
+    if platform and platform != target.platform:
+        target = Target(target.vllm_version, platform, gpus, vram, note="given platform")
+    return target, notes
+
+
+def _model(name: str, *, from_preset: bool, offline: bool) -> tuple[ModelInfo | None, str]:
+    if not name:
+        return None, "no model given: model-specific rules were skipped"
+    from tuner.model import ModelError, analyze
+
+    try:
+        return analyze(name, offline=True if offline else None), ""
+    except ModelError as exc:
+        if from_preset:
+            return None, f"model not analyzed ({exc}); model-specific rules were skipped"
+        raise fail(str(exc)) from None
+
+
+def _workload(
+    loaded: Any,
+    concurrency: int | None,
+    input_len: int | None,
+    output_len: int | None,
+    goal: str | None,
+) -> WorkloadShape | None:
+    from tuner.rules import WorkloadShape
+
+    stored = getattr(loaded, "workload", None) or {}
+    values = {
+        "input_len": input_len or stored.get("input_len"),
+        "output_len": output_len or stored.get("output_len"),
+        "concurrency": concurrency or stored.get("concurrency"),
+        "goal": goal or stored.get("goal"),
+    }
+    if not any(v is not None for v in values.values()):
+        return None
+    return WorkloadShape(**values)
+
+
+_STYLE = {"error": "bold red", "warning": "yellow", "advice": "cyan"}
+_TITLE = {"error": "Errors", "warning": "Warnings", "advice": "Advice"}
+
+
+def _print(
+    findings: list[Finding],
+    config: EngineConfig,
+    info: ModelInfo | None,
+    target: Target,
+    notes: list[str],
+) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+
+    console = Console(highlight=False)
+    plat = target.platform or "unknown platform"
+    vram = f" x {target.vram_gib:g} GiB" if target.vram_gib else ""
+    how = "introspected" if target.introspected else (target.note or "given")
+    console.print(
+        f"[bold]Target:[/] vLLM {target.vllm_version or '(version unknown)'} on {plat}, "
+        f"{target.gpus} GPU{'s' if target.gpus != 1 else ''}{vram} ({how})"
+    )
+    if info is not None:
+        moe = f", MoE {info.moe.num_experts}x{info.moe.experts_per_token}" if info.moe else ""
+        console.print(
+            f"[bold]Model:[/] {escape(info.short_name)}: {info.architecture}, {info.attention}{moe}, "
+            f"{info.param_count / 1e9:.2f} B params, {info.weight_bytes / 1024**3:.1f} GiB weights, "
+            f"{info.kv_bytes_per_token():,} KV bytes/token"
+        )
+    for note in notes:
+        console.print(f"[dim]note: {escape(note)}[/]")
+    if not findings:
+        console.print("[green]No findings: the rules see nothing wrong with this config.[/]")
+        return
+    for severity in ("error", "warning", "advice"):
+        group = [f for f in findings if str(f.severity) == severity]
+        if not group:
+            continue
+        console.print(f"\n[{_STYLE[severity]}]{_TITLE[severity]} ({len(group)})[/]")
+        for finding in group:
+            knobs = ", ".join(finding.knobs)
+            console.print(f"  [{_STYLE[severity]}]•[/] {escape(finding.message)}")
+            detail = f"    [dim]{escape(finding.rule)}"
+            if knobs:
+                detail += f" · {escape(knobs)}"
+            detail += f" · {escape(finding.source)}[/]"
+            console.print(detail)
+            if finding.fix:
+                fix = " ".join(
+                    f"{k}={'(unset)' if v is None else v}" for k, v in finding.fix.items()
+                )
+                console.print(f"    fix: [bold]{escape(fix)}[/]")
+    counts = {
+        s: sum(1 for f in findings if str(f.severity) == s) for s in ("error", "warning", "advice")
+    }
+    console.print(
+        f"\n{counts['error']} errors, {counts['warning']} warnings, {counts['advice']} advice"
+    )

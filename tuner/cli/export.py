@@ -1,0 +1,96 @@
+"""``tunelab export (TRIAL | --preset FILE)``: write a preset and what production launches.
+
+From a trial, the config that was measured is exported with its workload,
+results and trial id; from a preset file (or a shipped preset's name), the
+preset is re-rendered to every format. Formats: ``toml`` (the preset),
+``sh`` (the bash launch script), ``yaml`` (vLLM's ``--config`` file) and
+``docker`` (a ``docker run`` script for the ROCm image). Everything is
+rendered and checked before anything is written; existing files are kept
+unless ``--force``. Exit status 2 for bad input, 1 when writing failed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:
+    from tuner.export.preset import Preset
+
+
+def register(app: typer.Typer) -> None:
+    """Adds the ``export`` command to the tunelab CLI."""
+    app.command("export")(export_command)
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    typer.echo(f"tunelab export: {message}", err=True)
+    return typer.Exit(code)
+
+
+def export_command(
+    trial: Annotated[str | None, typer.Argument(help="Trial id to export (see `tunelab trials`).")] = None,
+    preset: Annotated[
+        str | None, typer.Option("--preset", help="A preset file, or the name of a shipped/user preset.")
+    ] = None,
+    out: Annotated[Path, typer.Option("--out", help="Directory to write into (created if missing).")] = Path("."),
+    fmt: Annotated[
+        str, typer.Option("--format", help="Comma-separated: toml, sh, yaml, docker.")
+    ] = "toml,sh,yaml,docker",
+    force: Annotated[bool, typer.Option("--force", help="Overwrite existing files.")] = False,
+    name: Annotated[str | None, typer.Option("--name", help="Base name of the files (default: the preset's name).")] = None,
+    allow_env: Annotated[
+        list[str] | None,
+        typer.Option("--allow-env", help="Allow this otherwise refused environment variable (repeatable)."),
+    ] = None,
+) -> None:
+    """Export a trial or a preset as TOML, launch script, vLLM YAML and docker line."""
+    from tuner.export.errors import ExportError, PresetError
+    from tuner.export.render import dropped_secrets, export, parse_formats
+
+    if (trial is None) == (preset is None):
+        raise _fail("give either a TRIAL id or --preset FILE (not both, not neither)")
+    allowed = tuple(allow_env or ())
+    try:
+        formats = parse_formats(fmt)
+        source = _from_preset(preset, allowed) if preset else _from_trial(trial or "")
+    except (PresetError, ExportError) as exc:
+        raise _fail(str(exc)) from None
+    try:
+        written = export(source, out, formats, force, name=name, allow_env=allowed)
+    except ExportError as exc:
+        raise _fail(str(exc), 1) from None
+    for path in written:
+        typer.echo(f"wrote {path}")
+    secrets = dropped_secrets(source)
+    if secrets:
+        typer.echo(
+            f"note: left out {', '.join(secrets)}: secrets are never written; export them in the "
+            "shell that runs the script",
+            err=True,
+        )
+    scripts = [p for p in written if p.name.endswith(".sh") and not p.name.endswith(".docker.sh")]
+    if scripts:
+        typer.echo(f"launch: {scripts[0]}   (HOST/PORT override the bind address; extra flags go to vLLM)")
+
+
+def _from_preset(name_or_path: str, allow_env: tuple[str, ...]) -> Preset:
+    from tuner.export.catalog import find_preset
+    from tuner.export.preset import load_preset
+
+    return load_preset(find_preset(name_or_path), allow_env=allow_env)
+
+
+def _from_trial(trial_id: str) -> Preset:
+    """The preset for a stored trial: its config, workload, results and provenance."""
+    from tuner.export.errors import ExportError
+
+    try:
+        from tuner.export.trial import preset_from_trial
+    except ImportError as exc:
+        raise ExportError(
+            f"trial store not available ({exc}); export a preset file with --preset instead"
+        ) from None
+    return preset_from_trial(trial_id)

@@ -1,0 +1,208 @@
+"""An engine configuration: the model plus knob values, and how it renders.
+
+A config is the single thing that is benchmarked and exported. It renders to
+the environment and the argv of ``vllm serve`` here, and nowhere else, so the
+launch script that ships is built by the same code as the engine that was
+measured. Keys are the catalogue's keys: environment variable names
+(``VLLM_ROCM_USE_AITER``) for ``env`` and vLLM flags without dashes
+(``max-num-batched-tokens``) for ``engine``; ``cudagraph-mode`` is folded into
+``--compilation-config``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+EngineValue = str | int | float | bool | dict[str, Any] | list[Any]
+
+ENV_KEY_RE = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+ENGINE_KEY_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+
+# Engine keys that tunelab itself controls for a benchmark run; a config may
+# not set them (the launch script exposes them as HOST/PORT instead).
+RESERVED_ENGINE_KEYS = frozenset({"host", "port", "model"})
+
+# Keys folded into --compilation-config as the named field.
+COMPILATION_FIELDS = {"cudagraph-mode": "cudagraph_mode"}
+
+
+class ConfigError(ValueError):
+    """A config or a KEY=VALUE that cannot be used; the message says how to fix it."""
+
+
+@dataclass
+class EngineConfig:
+    """A model plus the knob values that differ from vLLM's defaults.
+
+    Attributes:
+        model: Model id (``org/name``) or local path, as ``vllm serve`` takes it.
+        env: Environment variables, by name, as strings (exactly what is exported).
+        engine: Engine arguments keyed by flag name without dashes, as typed values.
+    """
+
+    model: str
+    env: dict[str, str] = field(default_factory=dict)
+    engine: dict[str, EngineValue] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for key in self.env:
+            if not ENV_KEY_RE.match(key):
+                raise ConfigError(
+                    f"environment variable name {key!r} is not valid: use letters, digits "
+                    "and '_' (for example VLLM_ROCM_USE_AITER)"
+                )
+        for key in self.engine:
+            if not ENGINE_KEY_RE.match(key):
+                raise ConfigError(
+                    f"engine argument {key!r} is not valid: use the vLLM flag without its "
+                    "leading dashes, in lower case (for example max-num-batched-tokens)"
+                )
+            if key in RESERVED_ENGINE_KEYS:
+                raise ConfigError(
+                    f"engine argument {key!r} is set by tunelab itself; set the model with "
+                    "--model and host/port with the launch script's HOST/PORT variables"
+                )
+
+    # -- identity -------------------------------------------------------
+    def canonical(self) -> dict[str, Any]:
+        """A JSON-able form with sorted keys: what 'the same config' means."""
+        return {
+            "model": self.model,
+            "env": dict(sorted(self.env.items())),
+            "engine": dict(sorted(self.engine.items())),
+        }
+
+    @property
+    def config_id(self) -> str:
+        """A stable 12-hex id: equal configs (any key order) share it."""
+        blob = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+    def with_values(self, values: Mapping[str, EngineValue]) -> EngineConfig:
+        """A copy with ``values`` applied (env or engine by the key's shape); None removes."""
+        env = dict(self.env)
+        engine = dict(self.engine)
+        for key, value in values.items():
+            target: dict[str, Any] = env if is_env_key(key) else engine
+            if value is None:
+                target.pop(key, None)
+            elif target is env:
+                env[key] = env_string(value)
+            else:
+                engine[key] = value
+        return EngineConfig(model=self.model, env=env, engine=engine)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The value of a knob by catalogue key, from env or engine."""
+        if is_env_key(key):
+            return self.env.get(key, default)
+        return self.engine.get(key, default)
+
+    # -- rendering ------------------------------------------------------
+    def engine_args(self) -> list[str]:
+        """The argv after ``vllm serve MODEL``; deterministic order (sorted keys)."""
+        args: list[str] = []
+        compilation: dict[str, Any] = {}
+        raw_comp = self.engine.get("compilation-config")
+        if isinstance(raw_comp, dict):
+            compilation.update(raw_comp)
+        elif isinstance(raw_comp, str) and raw_comp.strip():
+            try:
+                parsed = json.loads(raw_comp)
+            except json.JSONDecodeError as exc:
+                raise ConfigError(
+                    f"compilation-config is not valid JSON ({exc.msg}); write it as a TOML "
+                    "table or a JSON object"
+                ) from None
+            if not isinstance(parsed, dict):
+                raise ConfigError("compilation-config must be a JSON object")
+            compilation.update(parsed)
+        for key, fieldname in COMPILATION_FIELDS.items():
+            if key in self.engine:
+                compilation[fieldname] = self.engine[key]
+        for key in sorted(self.engine):
+            if key == "compilation-config" or key in COMPILATION_FIELDS:
+                continue
+            args.extend(render_flag(key, self.engine[key]))
+        if compilation:
+            args.extend(
+                ["--compilation-config", json.dumps(compilation, sort_keys=True, separators=(",", ":"))]
+            )
+        return args
+
+    def serve_args(self) -> list[str]:
+        """``MODEL`` followed by the engine args: what follows ``vllm serve``."""
+        return [self.model, *self.engine_args()]
+
+    def env_vars(self) -> dict[str, str]:
+        """The exact variables to export, sorted."""
+        return dict(sorted(self.env.items()))
+
+
+def render_flag(key: str, value: EngineValue) -> list[str]:
+    """One engine argument as argv items; bools use vLLM's --flag / --no-flag form."""
+    flag = f"--{key}"
+    if isinstance(value, bool):
+        return [flag] if value else [f"--no-{key}"]
+    if isinstance(value, dict | list):
+        return [flag, json.dumps(value, sort_keys=True, separators=(",", ":"))]
+    return [flag, str(value)]
+
+
+def is_env_key(key: str) -> bool:
+    """Env var names are upper case; engine keys are dashed lower case."""
+    return bool(ENV_KEY_RE.match(key))
+
+
+def env_string(value: Any) -> str:
+    """How a typed value is written into the environment (bools as 1/0, like vLLM reads them)."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return str(value)
+
+
+def parse_value(text: str) -> EngineValue:
+    """Turns the text of ``--set KEY=VALUE`` into a typed value without a catalogue.
+
+    The catalogue (tuner.knobs) coerces known keys precisely; this is the
+    fallback for keys it does not know: JSON objects/arrays, ints, floats,
+    true/false, else the string itself.
+    """
+    stripped = text.strip()
+    low = stripped.lower()
+    if low in {"true", "false"}:
+        return low == "true"
+    if stripped.startswith(("{", "[")):
+        try:
+            return json.loads(stripped)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"value {text!r} looks like JSON but is not valid: {exc.msg}") from None
+    try:
+        return int(stripped)
+    except ValueError:
+        pass
+    try:
+        return float(stripped)
+    except ValueError:
+        return text
+
+
+def split_assignment(item: str) -> tuple[str, str]:
+    """Splits ``KEY=VALUE`` and says clearly what is wrong when it is not that shape."""
+    if "=" not in item:
+        raise ConfigError(
+            f"--set {item!r} has no '=': write KEY=VALUE, for example "
+            "--set max-num-seqs=64 or --set VLLM_ROCM_USE_AITER=1"
+        )
+    key, value = item.split("=", 1)
+    key = key.strip()
+    if key.startswith("--"):
+        key = key[2:]
+    if not key:
+        raise ConfigError(f"--set {item!r} has an empty key: write KEY=VALUE")
+    return key, value

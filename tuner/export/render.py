@@ -1,0 +1,201 @@
+"""Export: one preset or config rendered to every requested format, all or nothing.
+
+All texts are rendered and checked before the first byte is written: the
+TOML is read back through the same validation as ``--preset`` and must give
+the identical config (equal ``config_id``), so a file that would not load, or
+would load as something else, is never written. Existing files are refused
+up front unless ``force`` is given; if a write still fails midway, the files
+this call created are removed again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+from tuner.config import EngineConfig
+from tuner.export.docker import render_docker, target_summary
+from tuner.export.env_policy import split_secrets
+from tuner.export.errors import ExportError, PresetError
+from tuner.export.files import atomic_write
+from tuner.export.preset import (
+    DEMO_MODEL_PLACEHOLDER,
+    Preset,
+    dump_preset,
+    loads_preset,
+    model_placeholder,
+    preset_from_config,
+)
+from tuner.export.quoting import QuotingError
+from tuner.export.script import header_lines, render_script
+from tuner.export.yaml_config import render_yaml
+
+FORMATS: dict[str, str] = {
+    "toml": ".toml",
+    "sh": ".sh",
+    "yaml": ".yaml",
+    "docker": ".docker.sh",
+}
+EXECUTABLE = frozenset({"sh", "docker"})
+
+
+def parse_formats(text: str | Iterable[str]) -> list[str]:
+    """``"toml,sh"`` (or a list) to a checked, de-duplicated list of formats.
+
+    Raises:
+        ExportError: for an unknown format, naming the known ones.
+    """
+    items = text.split(",") if isinstance(text, str) else list(text)
+    out: list[str] = []
+    for raw in items:
+        name = raw.strip().lower()
+        if not name:
+            continue
+        if name not in FORMATS:
+            raise ExportError(f"unknown format {raw.strip()!r}; choose from {', '.join(FORMATS)}")
+        if name not in out:
+            out.append(name)
+    if not out:
+        raise ExportError(f"no format given; choose from {', '.join(FORMATS)}")
+    return out
+
+
+def safe_name(text: str) -> str:
+    """A file-name-safe version of a preset name."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip(".-_")[:64]
+    return name or "preset"
+
+
+def as_preset(source: Preset | EngineConfig, name: str | None = None) -> Preset:
+    """A preset for ``source``; a bare config gets ``name`` or ``config-<id>``."""
+    if isinstance(source, Preset):
+        return source
+    return preset_from_config(source, safe_name(name or f"config-{source.config_id}"))
+
+
+def render_texts(
+    preset: Preset,
+    formats: Iterable[str],
+    *,
+    allow_env: Iterable[str] = (),
+) -> dict[str, str]:
+    """Renders each format's text for ``preset`` (nothing written).
+
+    Raises:
+        ExportError: when the preset cannot be exported faithfully (a value
+            TOML cannot hold, a NUL byte, a refused environment variable, or a
+            TOML that would not read back as the same config).
+    """
+    config = preset.config
+    header = header_lines(
+        preset_name=preset.name,
+        description=preset.description,
+        trial_id=preset.provenance.trial_id,
+        config_id=config.config_id,
+        created=preset.created or "an unknown date",
+        target=target_summary(
+            preset.target.platform,
+            preset.target.gpu_name,
+            preset.target.gpu_count,
+            preset.target.vllm_version,
+        ),
+    )
+    texts: dict[str, str] = {}
+    try:
+        for fmt in parse_formats(list(formats)):
+            if fmt == "toml":
+                texts[fmt] = _checked_toml(preset, allow_env)
+            elif fmt == "sh":
+                texts[fmt] = render_script(config, header)
+            elif fmt == "yaml":
+                texts[fmt] = render_yaml(config, header)
+            else:
+                texts[fmt] = render_docker(config, header, preset.target.platform)
+    except PresetError as exc:
+        raise ExportError(str(exc)) from None
+    except QuotingError as exc:
+        raise ExportError(f"cannot export {preset.name}: {exc}") from None
+    return texts
+
+
+def _checked_toml(preset: Preset, allow_env: Iterable[str]) -> str:
+    """The TOML text, verified to load back as the same config."""
+    text = dump_preset(preset)
+    loaded = loads_preset(text, source=f"{preset.name}.toml", allow_env=tuple(allow_env), resolve=False)
+    expected = EngineConfig(
+        model=model_placeholder(preset.config.model),
+        env=split_secrets(preset.config.env)[0],
+        engine=preset.config.engine,
+    )
+    if loaded.config.config_id != expected.config_id:
+        raise ExportError(
+            f"{preset.name}: the TOML would load as a different config "
+            f"({loaded.config.config_id} instead of {expected.config_id}); this is a bug in "
+            "tunelab, please report it with the config"
+        )
+    if loaded.target.model != DEMO_MODEL_PLACEHOLDER and loaded.target.model != preset.config.model:
+        raise ExportError(f"{preset.name}: the model would not read back unchanged")
+    return text
+
+
+def export(
+    source: Preset | EngineConfig,
+    out_dir: str | Path,
+    formats: Iterable[str] = ("toml", "sh", "yaml", "docker"),
+    force: bool = False,
+    *,
+    name: str | None = None,
+    allow_env: Iterable[str] = (),
+) -> list[Path]:
+    """Writes ``source`` in each format into ``out_dir``; returns the paths written.
+
+    Args:
+        source: A preset, or a bare config (wrapped as a preset named ``name``).
+        out_dir: Directory to write into (created if missing).
+        formats: Any of ``toml``, ``sh``, ``yaml``, ``docker``.
+        force: Overwrite existing files.
+        name: File base name (default: the preset's name).
+        allow_env: Environment variable names the user explicitly allowed.
+
+    Raises:
+        ExportError: nothing is left half-written; files created by this call
+            before a failure are removed again.
+    """
+    preset = as_preset(source, name)
+    base = safe_name(name or preset.name)
+    texts = render_texts(preset, formats, allow_env=allow_env)
+    directory = Path(out_dir)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ExportError(f"cannot create {directory}: {exc.strerror or exc}") from None
+    targets = {fmt: directory / f"{base}{FORMATS[fmt]}" for fmt in texts}
+    if not force:
+        existing = [str(p) for p in targets.values() if p.exists()]
+        if existing:
+            raise ExportError(
+                f"{', '.join(existing)} already exist(s); pass --force to overwrite, or choose --out"
+            )
+    written: list[Path] = []
+    created: list[Path] = []
+    try:
+        for fmt, path in targets.items():
+            existed = path.exists()
+            mode = 0o755 if fmt in EXECUTABLE else 0o644
+            written.append(atomic_write(path, texts[fmt], force=force, mode=mode))
+            if not existed:
+                created.append(path)
+    except ExportError:
+        for path in created:
+            with contextlib.suppress(OSError):
+                path.unlink()
+        raise
+    return written
+
+
+def dropped_secrets(source: Preset | EngineConfig) -> list[str]:
+    """Names of secret variables an export leaves out (to tell the user)."""
+    config = source.config if isinstance(source, Preset) else source
+    return split_secrets(config.env)[1]

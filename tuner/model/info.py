@@ -1,0 +1,383 @@
+"""What tunelab knows about a model, read from its ``config.json``.
+
+The rules and the fit estimate need a handful of architecture facts (attention
+kind, MoE shape, KV-cache size per token, weight bytes) that every published
+config spells a little differently. This module turns one config dict into a
+:class:`ModelInfo`, so nothing else has to know the per-family key names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from tuner.model.params import estimate_params, quantized_bits
+
+# Bytes per element for the dtypes configs name.
+DTYPE_BYTES: dict[str, float] = {
+    "float32": 4,
+    "float": 4,
+    "fp32": 4,
+    "float16": 2,
+    "half": 2,
+    "fp16": 2,
+    "bfloat16": 2,
+    "bf16": 2,
+    "float8_e4m3fn": 1,
+    "float8_e4m3fnuz": 1,
+    "float8_e5m2": 1,
+    "fp8": 1,
+}
+
+
+class ModelError(ValueError):
+    """A model that cannot be found or read; the message says what to do."""
+
+
+class AttentionKind(StrEnum):
+    """How the KV cache is shaped (decides backends and KV bytes per token)."""
+
+    MHA = "MHA"  # as many KV heads as query heads
+    GQA = "GQA"  # fewer KV heads than query heads, more than one
+    MQA = "MQA"  # one KV head
+    MLA = "MLA"  # multi-head latent attention (DeepSeek): a compressed latent per token
+
+
+@dataclass(frozen=True)
+class MoEInfo:
+    """Mixture-of-experts shape.
+
+    Attributes:
+        num_experts: Routed experts per MoE layer.
+        experts_per_token: Routed experts each token activates.
+        shared_experts: Always-on experts per MoE layer (DeepSeek, Qwen2-MoE).
+        moe_layers: How many decoder layers are MoE layers.
+    """
+
+    num_experts: int
+    experts_per_token: int
+    shared_experts: int = 0
+    moe_layers: int = 0
+
+    @property
+    def activation_density(self) -> float:
+        """Share of routed experts a token uses (reference 001 §Parallelism strategies)."""
+        return self.experts_per_token / self.num_experts if self.num_experts else 0.0
+
+
+@dataclass
+class ModelInfo:
+    """Architecture facts, sizes and where they came from.
+
+    Attributes:
+        name: The model id or path as given.
+        source: Where the config was found: local-dir, config-file, hf-cache or hub.
+        path: Directory holding the config (None for the hub).
+        architecture: First entry of ``architectures`` (e.g. LlamaForCausalLM).
+        model_type: The config's ``model_type``.
+        attention: MHA / GQA / MQA / MLA.
+        num_layers: Decoder layers.
+        hidden_size: Model width.
+        num_heads: Query heads.
+        num_kv_heads: KV heads (equal to ``num_heads`` for MHA and MLA).
+        head_dim: Per-head size (qk_nope + qk_rope for MLA).
+        kv_lora_rank: MLA latent size, None otherwise.
+        qk_rope_head_dim: MLA decoupled rope size, None otherwise.
+        vocab_size: Vocabulary.
+        max_position_embeddings: Longest context the config declares.
+        moe: MoE shape, None for dense models.
+        is_gpt_oss: gpt-oss family (attention sinks; AITER unified attention advised).
+        sliding_window: Window size when some or all layers use it, else None.
+        quant_method: ``quantization_config.quant_method`` of a pre-quantized model.
+        kv_scales_static: The checkpoint carries calibrated FP8 KV-cache scales.
+        dtype: Declared weight dtype (``torch_dtype`` / ``dtype``), default bfloat16.
+        param_count: Parameters (logical, as published: quantized packing undone).
+        active_param_count: Parameters a token uses (MoE); equal to param_count if dense.
+        weight_bytes: Bytes of the weights as stored.
+        weights_source: How weight_bytes was found: safetensors, index, hub-metadata, config-estimate.
+        params_source: How param_count was found: safetensors, hub-metadata, config-estimate.
+        notes: Anything the user should know about these figures.
+        config: The raw config dict.
+    """
+
+    name: str
+    source: str
+    path: Path | None
+    architecture: str | None
+    model_type: str | None
+    attention: AttentionKind
+    num_layers: int
+    hidden_size: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    kv_lora_rank: int | None
+    qk_rope_head_dim: int | None
+    vocab_size: int
+    max_position_embeddings: int | None
+    moe: MoEInfo | None
+    is_gpt_oss: bool
+    sliding_window: int | None
+    quant_method: str | None
+    kv_scales_static: bool
+    dtype: str
+    param_count: int
+    active_param_count: int
+    weight_bytes: int
+    weights_source: str
+    params_source: str
+    notes: list[str] = field(default_factory=list)
+    config: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def short_name(self) -> str:
+        """A name for messages: the id for hub models, the directory or file stem for paths."""
+        if self.source in {"hub", "hf-cache"}:
+            return self.name
+        path = Path(self.name)
+        if path.name == "config.json":
+            path = path.parent
+        return path.stem if path.suffix == ".json" else (path.name or self.name)
+
+    @property
+    def is_mla(self) -> bool:
+        """True for multi-head latent attention models (DeepSeek-V2/V3/R1, Kimi)."""
+        return self.attention is AttentionKind.MLA
+
+    @property
+    def is_moe(self) -> bool:
+        """True for mixture-of-experts models."""
+        return self.moe is not None
+
+    @property
+    def is_prequantized(self) -> bool:
+        """True when the checkpoint itself is quantized (its config says how)."""
+        return self.quant_method is not None
+
+    @property
+    def dtype_bytes(self) -> float:
+        """Bytes per element of the declared dtype (2 when unknown)."""
+        return DTYPE_BYTES.get(self.dtype.lower(), 2)
+
+    def kv_bytes_per_token(self, kv_cache_dtype: str | None = "auto") -> int:
+        """KV-cache bytes one token takes across all layers, on one replica.
+
+        GQA/MHA/MQA: 2 (K and V) × layers × kv_heads × head_dim × bytes.
+        MLA: layers × (kv_lora_rank + qk_rope_head_dim) × bytes (one latent, no V).
+        ``kv_cache_dtype`` fp8* stores 1 byte per element; auto uses the model dtype
+        (reference 004 §5; reference 000 §FP8 kv-cache dtype).
+        """
+        elem = kv_element_bytes(kv_cache_dtype, self.dtype)
+        if self.is_mla:
+            latent = (self.kv_lora_rank or 0) + (self.qk_rope_head_dim or 0)
+            return int(self.num_layers * latent * elem)
+        return int(2 * self.num_layers * self.num_kv_heads * self.head_dim * elem)
+
+    def summary(self) -> dict[str, Any]:
+        """A JSON-able digest for ``--json`` outputs and the TUI."""
+        return {
+            "name": self.name,
+            "source": self.source,
+            "architecture": self.architecture,
+            "model_type": self.model_type,
+            "attention": str(self.attention),
+            "num_layers": self.num_layers,
+            "num_heads": self.num_heads,
+            "num_kv_heads": self.num_kv_heads,
+            "head_dim": self.head_dim,
+            "moe": None
+            if self.moe is None
+            else {
+                "num_experts": self.moe.num_experts,
+                "experts_per_token": self.moe.experts_per_token,
+                "shared_experts": self.moe.shared_experts,
+                "activation_density": round(self.moe.activation_density, 5),
+            },
+            "is_gpt_oss": self.is_gpt_oss,
+            "sliding_window": self.sliding_window,
+            "quant_method": self.quant_method,
+            "kv_scales_static": self.kv_scales_static,
+            "dtype": self.dtype,
+            "param_count": self.param_count,
+            "active_param_count": self.active_param_count,
+            "weight_bytes": self.weight_bytes,
+            "weights_source": self.weights_source,
+            "kv_bytes_per_token": self.kv_bytes_per_token(),
+            "notes": list(self.notes),
+        }
+
+
+def kv_element_bytes(kv_cache_dtype: str | None, model_dtype: str) -> float:
+    """Bytes per KV element for vLLM's ``--kv-cache-dtype`` value."""
+    kv = (kv_cache_dtype or "auto").lower()
+    if kv.startswith("fp8") or kv in {"int8", "uint8"}:
+        return 1
+    if kv == "auto":
+        return DTYPE_BYTES.get(model_dtype.lower(), 2)
+    return DTYPE_BYTES.get(kv, 2)
+
+
+def _first_int(cfg: dict[str, Any], *keys: str) -> int | None:
+    for key in keys:
+        value = cfg.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def text_config(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The language-model part of a config (multimodal configs nest it)."""
+    inner = cfg.get("text_config")
+    if isinstance(inner, dict) and "num_hidden_layers" in inner:
+        merged = dict(inner)
+        for key in ("architectures", "quantization_config", "torch_dtype", "dtype"):
+            if key in cfg and key not in merged:
+                merged[key] = cfg[key]
+        return merged
+    return cfg
+
+
+def moe_from_config(cfg: dict[str, Any], num_layers: int) -> MoEInfo | None:
+    """The MoE shape, or None for a dense model (per-family key names handled here)."""
+    experts = _first_int(
+        cfg, "n_routed_experts", "num_local_experts", "num_experts", "moe_num_experts"
+    )
+    per_tok = _first_int(
+        cfg, "num_experts_per_tok", "experts_per_token", "moe_topk", "num_experts_per_token"
+    )
+    if not experts or experts <= 1 or not per_tok:
+        return None
+    shared = _first_int(cfg, "n_shared_experts") or 0
+    if not shared and (cfg.get("shared_expert_intermediate_size") or 0) > 0:
+        shared = 1
+    return MoEInfo(experts, per_tok, shared, len(moe_layer_indices(cfg, num_layers)))
+
+
+def moe_layer_indices(cfg: dict[str, Any], num_layers: int) -> list[int]:
+    """Which decoder layers hold experts (DeepSeek dense prefix, Qwen sparse step)."""
+    if "first_k_dense_replace" in cfg or "moe_layer_freq" in cfg:
+        first = int(cfg.get("first_k_dense_replace") or 0)
+        freq = int(cfg.get("moe_layer_freq") or 1)
+        return [i for i in range(num_layers) if i >= first and i % freq == 0]
+    if "decoder_sparse_step" in cfg or "mlp_only_layers" in cfg:
+        step = int(cfg.get("decoder_sparse_step") or 1)
+        dense = set(cfg.get("mlp_only_layers") or [])
+        return [i for i in range(num_layers) if i not in dense and (i + 1) % step == 0]
+    return list(range(num_layers))
+
+
+def kv_scales_static(qcfg: dict[str, Any]) -> bool:
+    """True when a quantization config carries calibrated (static) KV-cache scales.
+
+    llm-compressor writes ``kv_cache_scheme`` ("static", or a dict with
+    ``dynamic: false``); AMD Quark lists ``kv_cache_group`` and gives the
+    k/v projections static fp8 output tensors (reference 000 §FP8 kv-cache dtype).
+    """
+    scheme = qcfg.get("kv_cache_scheme")
+    if isinstance(scheme, str):
+        return scheme.lower() == "static"
+    if isinstance(scheme, dict):
+        return not scheme.get("dynamic", False)
+    if qcfg.get("kv_cache_group"):
+        return True
+    layers = qcfg.get("layer_quant_config")
+    if isinstance(layers, dict):
+        for pattern, spec in layers.items():
+            out = spec.get("output_tensors") if isinstance(spec, dict) else None
+            kv_proj = "k_proj" in pattern or "v_proj" in pattern
+            if kv_proj and isinstance(out, dict) and not out.get("is_dynamic", True):
+                return True
+    return False
+
+
+def from_config(raw: dict[str, Any], *, name: str, source: str, path: Path | None) -> ModelInfo:
+    """Builds a :class:`ModelInfo` from a config dict; sizes are config estimates.
+
+    Raises:
+        ModelError: when a field every decoder config has is missing.
+    """
+    cfg = text_config(raw)
+    missing = [
+        k for k in ("num_hidden_layers", "hidden_size", "num_attention_heads") if k not in cfg
+    ]
+    if missing:
+        raise ModelError(
+            f"{name}: config.json has no {', '.join(missing)}; tunelab reads decoder-only "
+            "language models (a transformers config with those fields)"
+        )
+    layers = int(cfg["num_hidden_layers"])
+    hidden = int(cfg["hidden_size"])
+    heads = int(cfg["num_attention_heads"])
+    kv_heads = int(cfg.get("num_key_value_heads") or heads)
+    kv_lora = _first_int(cfg, "kv_lora_rank")
+    rope = _first_int(cfg, "qk_rope_head_dim")
+    if kv_lora:
+        attention = AttentionKind.MLA
+        head_dim = int((cfg.get("qk_nope_head_dim") or 0) + (rope or 0)) or hidden // heads
+        kv_heads = heads
+    else:
+        head_dim = int(cfg.get("head_dim") or hidden // heads)
+        attention = (
+            AttentionKind.MHA
+            if kv_heads == heads
+            else AttentionKind.MQA
+            if kv_heads == 1
+            else AttentionKind.GQA
+        )
+    moe = moe_from_config(cfg, layers)
+    archs = cfg.get("architectures") or []
+    arch = archs[0] if archs else None
+    model_type = cfg.get("model_type")
+    gpt_oss = model_type == "gpt_oss" or (arch or "").startswith("GptOss")
+    window = cfg.get("sliding_window")
+    if cfg.get("use_sliding_window") is False or not isinstance(window, int) or window <= 0:
+        window = None
+    qcfg = (
+        cfg.get("quantization_config") if isinstance(cfg.get("quantization_config"), dict) else {}
+    )
+    quant = qcfg.get("quant_method") if qcfg else None
+    dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")
+    notes: list[str] = []
+    if not (cfg.get("torch_dtype") or cfg.get("dtype")):
+        notes.append("config names no dtype; bfloat16 assumed")
+    est = estimate_params(cfg, moe)
+    wbits = quantized_bits(qcfg, dtype) if quant else None
+    elem = DTYPE_BYTES.get(dtype.lower(), 2)
+    if wbits is None:
+        weight_bytes = int(est.total * elem)
+    else:
+        skip = " ".join(str(m) for m in qcfg.get("modules_to_not_convert") or [])
+        quantized = est.mlp_linear if "self_attn" in skip else est.quantizable
+        weight_bytes = int(quantized * wbits / 8 + (est.total - quantized) * elem)
+    return ModelInfo(
+        name=name,
+        source=source,
+        path=path,
+        architecture=arch,
+        model_type=model_type,
+        attention=attention,
+        num_layers=layers,
+        hidden_size=hidden,
+        num_heads=heads,
+        num_kv_heads=kv_heads,
+        head_dim=head_dim,
+        kv_lora_rank=kv_lora,
+        qk_rope_head_dim=rope if kv_lora else None,
+        vocab_size=int(cfg.get("vocab_size") or 0),
+        max_position_embeddings=_first_int(cfg, "max_position_embeddings"),
+        moe=moe,
+        is_gpt_oss=gpt_oss,
+        sliding_window=window,
+        quant_method=str(quant).lower() if quant else None,
+        kv_scales_static=kv_scales_static(qcfg) if qcfg else False,
+        dtype=dtype,
+        param_count=est.total,
+        active_param_count=est.active,
+        weight_bytes=weight_bytes,
+        weights_source="config-estimate",
+        params_source="config-estimate",
+        notes=notes,
+        config=raw,
+    )

@@ -1,0 +1,161 @@
+"""Finding a model's config and weights metadata: local path, HF cache, or hub.
+
+The order mirrors what ``vllm serve`` itself would load: an existing path wins;
+otherwise the id is looked up in the Hugging Face cache, and only when online
+(``HF_HUB_OFFLINE`` unset and ``offline`` not forced) is the hub asked — for
+``config.json`` and the safetensors headers, never the weights.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from tuner.model.info import ModelError, ModelInfo, from_config
+from tuner.model.weights import SafetensorsError, WeightsMeta, hub_weights, local_weights
+
+_TRUE = {"1", "true", "yes", "on"}
+
+
+def hub_offline() -> bool:
+    """True when the environment forbids the hub (HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE)."""
+    return any(
+        os.environ.get(var, "").strip().lower() in _TRUE
+        for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ModelError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ModelError(
+            f"{path} is not valid JSON ({exc}); is it a model's config.json?"
+        ) from None
+    if not isinstance(data, dict):
+        raise ModelError(f"{path} is not a JSON object; a config.json is one")
+    return data
+
+
+def _looks_like_path(model: str) -> bool:
+    return (
+        model.startswith(("/", "./", "../", "~")) or model.count("/") > 1 or model.endswith(".json")
+    )
+
+
+def analyze(model: str, *, offline: bool | None = None, revision: str | None = None) -> ModelInfo:
+    """Reads a model's architecture and sizes (see :class:`ModelInfo`).
+
+    Args:
+        model: A local directory holding ``config.json``, a path to a config
+            file, or a Hugging Face id (``org/name``).
+        offline: Force (True) or forbid (False) offline mode; None follows
+            ``HF_HUB_OFFLINE``. Local paths never touch the network.
+        revision: Hub revision for ids (branch, tag or commit).
+
+    Raises:
+        ModelError: with what was tried and how to make the model available.
+    """
+    text = model.strip()
+    if not text:
+        raise ModelError(
+            "no model given: pass a local directory, a config.json path or an org/name id"
+        )
+    path = Path(text).expanduser()
+    if path.is_file():
+        info = from_config(_read_json(path), name=text, source="config-file", path=path.parent)
+        if path.name == "config.json":
+            _apply_weights(info, _safe_local(path.parent))
+        else:
+            info.notes.append("a lone config file: weight bytes estimated from the config")
+        return info
+    if path.is_dir():
+        config = path / "config.json"
+        if not config.is_file():
+            raise ModelError(
+                f"{path} has no config.json; point --model at the model's directory "
+                "(the one holding config.json and the *.safetensors files)"
+            )
+        info = from_config(_read_json(config), name=text, source="local-dir", path=path)
+        _apply_weights(info, _safe_local(path))
+        return info
+    if _looks_like_path(text):
+        raise ModelError(f"{text} does not exist; give an existing directory or a Hugging Face id")
+    cached = _from_cache(text, revision)
+    if cached is not None:
+        return cached
+    if offline if offline is not None else hub_offline():
+        raise ModelError(
+            f"{text} is not in the local Hugging Face cache and offline mode is on; download "
+            f"it first (`hf download {text} config.json`), pass a local path, or unset HF_HUB_OFFLINE"
+        )
+    return _from_hub(text, revision)
+
+
+def _safe_local(directory: Path) -> WeightsMeta | None:
+    try:
+        return local_weights(directory)
+    except (SafetensorsError, OSError):
+        return None
+
+
+def _apply_weights(info: ModelInfo, meta: WeightsMeta | None) -> None:
+    """Replaces the config estimate with metadata figures where they are trustworthy."""
+    if meta is None:
+        info.notes.append("no safetensors metadata found; weight bytes estimated from the config")
+        return
+    info.weight_bytes = meta.total_bytes
+    info.weights_source = meta.source
+    packed = {"U8", "I8", "U32", "I32", "F8_E8M0"} & set(meta.by_dtype)
+    if meta.elements and not info.is_prequantized and not packed:
+        # Unquantized checkpoints: elements are parameters. Keep the config's
+        # active share (MoE) by scaling with the same ratio.
+        ratio = info.active_param_count / info.param_count if info.param_count else 1.0
+        if abs(meta.elements - info.param_count) > 0.02 * max(info.param_count, 1):
+            info.notes.append(
+                f"safetensors hold {meta.elements:,} parameters; the config implies "
+                f"{info.param_count:,} (extra tensors such as MTP layers, or an unknown layout)"
+            )
+        info.param_count = meta.elements
+        info.active_param_count = int(meta.elements * ratio)
+        info.params_source = meta.source
+
+
+def _from_cache(model: str, revision: str | None) -> ModelInfo | None:
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        found = try_to_load_from_cache(model, "config.json", revision=revision)
+    except Exception:
+        return None
+    if not isinstance(found, str):
+        return None
+    config = Path(found)
+    info = from_config(_read_json(config), name=model, source="hf-cache", path=config.parent)
+    meta = _safe_local(config.parent)
+    if meta is None:
+        index = try_to_load_from_cache(model, "model.safetensors.index.json", revision=revision)
+        if isinstance(index, str):
+            meta = _safe_local(Path(index).parent)
+    _apply_weights(info, meta)
+    return info
+
+
+def _from_hub(model: str, revision: str | None) -> ModelInfo:
+    from huggingface_hub import hf_hub_download
+
+    try:
+        config = Path(hf_hub_download(model, "config.json", revision=revision))
+    except Exception as exc:
+        raise ModelError(
+            f"could not fetch {model}/config.json from the Hugging Face hub "
+            f"({type(exc).__name__}: {exc}); check the id, your network and HF_TOKEN, "
+            "or pass a local path"
+        ) from None
+    info = from_config(_read_json(config), name=model, source="hub", path=None)
+    _apply_weights(info, hub_weights(model, revision))
+    return info

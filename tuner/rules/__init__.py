@@ -1,0 +1,85 @@
+"""The rules engine: findings about a config on a target, never an exception.
+
+``check(config, model, target, workload)`` runs every registered rule (one
+module per theme: AITER, attention, CUDA graphs, quantization, batching,
+memory, parallelism, environment) and returns findings sorted errors first.
+A rule that crashes becomes an internal warning finding, so a bug in one rule
+can never block a run or hide the others.
+"""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import replace
+
+from tuner.config import EngineConfig
+from tuner.model.info import ModelInfo
+from tuner.rules import (
+    aiter,
+    attention,
+    batching,
+    cudagraph,
+    environment,
+    memory,
+    parallel,
+    quantization,
+)
+from tuner.rules.base import RULES, Context, Rule
+from tuner.rules.types import GOALS, Finding, Severity, Target, WorkloadShape
+
+_THEMES = (aiter, attention, batching, cudagraph, environment, memory, parallel, quantization)
+
+__all__ = [
+    "GOALS",
+    "RULES",
+    "Finding",
+    "Rule",
+    "Severity",
+    "Target",
+    "WorkloadShape",
+    "check",
+    "has_errors",
+]
+
+
+def check(
+    config: EngineConfig,
+    model: ModelInfo | None,
+    target: Target,
+    workload: WorkloadShape | None = None,
+) -> list[Finding]:
+    """Every finding about ``config`` on ``target``, errors first; never raises.
+
+    Args:
+        config: The knob values.
+        model: The analyzed model, or None (model-dependent rules stay silent).
+        target: vLLM version, platform and GPUs the config is meant for.
+        workload: What will be served (lengths, concurrency, goal), if known.
+    """
+    ctx = Context(config, model, target, workload)
+    findings: list[Finding] = []
+    for item in RULES:
+        try:
+            produced = list(item.fn(ctx))
+        except Exception as exc:
+            where = traceback.extract_tb(exc.__traceback__)[-1]
+            findings.append(
+                Finding(
+                    Severity.WARNING,
+                    (),
+                    f"internal: rule {item.id} failed ({type(exc).__name__}: {exc} at "
+                    f"{where.filename.rsplit('/', 1)[-1]}:{where.lineno}); its check was skipped",
+                    "tunelab",
+                    None,
+                    "internal-error",
+                )
+            )
+            continue
+        findings.extend(f if f.rule else replace(f, rule=item.id) for f in produced)
+    findings.sort(key=lambda f: f.severity.rank)
+    return findings
+
+
+def has_errors(findings: list[Finding]) -> bool:
+    """True when any finding blocks a run."""
+    return any(f.severity is Severity.ERROR for f in findings)

@@ -1,0 +1,215 @@
+"""What every rule needs: a view of the config on its target, and the rule registry.
+
+Rules are small functions registered with :func:`rule`; each reads a
+:class:`Context` (the config's effective values with vLLM's defaults, the
+model, the target, the workload) and yields findings. Keeping the reading of
+env strings, defaults and version comparisons here means each rule states only
+its condition and its message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from tuner.config import EngineConfig, is_env_key
+from tuner.knobs.versions import parse_version
+from tuner.model.info import ModelInfo
+from tuner.rules.types import Finding, Target, WorkloadShape
+
+AITER = "VLLM_ROCM_USE_AITER"
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+RuleFn = Callable[["Context"], Iterable[Finding]]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A registered rule: its id and its function."""
+
+    id: str
+    fn: RuleFn
+
+
+RULES: list[Rule] = []
+
+
+def rule(rule_id: str) -> Callable[[RuleFn], RuleFn]:
+    """Registers a rule function under ``rule_id`` (ids are unique)."""
+
+    def register(fn: RuleFn) -> RuleFn:
+        if any(r.id == rule_id for r in RULES):
+            raise ValueError(f"rule id {rule_id!r} registered twice")
+        RULES.append(Rule(rule_id, fn))
+        return fn
+
+    return register
+
+
+def knob_default(key: str) -> Any:
+    """vLLM's default for ``key`` from the catalogue (None if unknown or no catalogue)."""
+    try:
+        from tuner.knobs import get
+    except ImportError:  # catalogue not importable: rules fall back to their own defaults
+        return None
+    knob = get(key)
+    return knob.default if knob is not None else None
+
+
+def truthy(value: Any) -> bool | None:
+    """Reads a bool the way vLLM reads env vars; None when it is not a bool at all."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float):
+        return bool(value)
+    if isinstance(value, str):
+        low = value.strip().lower()
+        if low in _TRUE:
+            return True
+        if low in _FALSE:
+            return False
+    return None
+
+
+def version_tuple(text: str | None) -> tuple[int, ...] | None:
+    """Release numbers of a version, None when unknown or unparsable."""
+    if not text:
+        return None
+    try:
+        return parse_version(text)
+    except ValueError:
+        return None
+
+
+@dataclass
+class Context:
+    """A config seen on its target; the one thing every rule reads."""
+
+    config: EngineConfig
+    model: ModelInfo | None
+    target: Target
+    workload: WorkloadShape | None
+
+    # -- raw values -------------------------------------------------------
+    def is_set(self, key: str) -> bool:
+        """True when the config sets ``key`` itself."""
+        return (key in self.config.env) if is_env_key(key) else (key in self.config.engine)
+
+    def value(self, key: str, default: Any = None) -> Any:
+        """The config's value for ``key``, else ``default``, else the catalogue default."""
+        if self.is_set(key):
+            return self.config.get(key)
+        return default if default is not None else knob_default(key)
+
+    def flag(self, key: str, default: bool | None = None) -> bool:
+        """A switch's effective state (set value, else ``default``, else vLLM's default)."""
+        state = truthy(self.value(key, default))
+        return bool(state)
+
+    def int_value(self, key: str, default: int | None = None) -> int | None:
+        """An integer knob's effective value (None if unset and no default)."""
+        raw = self.value(key, default)
+        try:
+            return int(raw) if raw is not None and not isinstance(raw, bool) else None
+        except (TypeError, ValueError):
+            return None
+
+    # -- target -------------------------------------------------------------
+    @property
+    def platform(self) -> str | None:
+        """The target platform (rocm/cuda/cpu) or None."""
+        return (self.target.platform or "").lower() or None
+
+    @property
+    def rocm(self) -> bool:
+        """True when the target is a ROCm node."""
+        return self.platform == "rocm"
+
+    def version_lt(self, version: str) -> bool | None:
+        """Target vLLM older than ``version``; None when the target version is unknown."""
+        mine = version_tuple(self.target.vllm_version)
+        return None if mine is None else mine < parse_version(version)
+
+    @property
+    def aiter_on(self) -> bool:
+        """AITER's master switch is on."""
+        return self.flag(AITER, False)
+
+    def backends(self) -> tuple[str, ...] | None:
+        """Attention backend names the target accepts (introspected, else catalogue)."""
+        if self.target.attention_backends:
+            return self.target.attention_backends
+        try:
+            from tuner.knobs.value_sets import values_for
+        except ImportError:
+            return None
+        return values_for("attention_backends", self.target.vllm_version)
+
+    @property
+    def backend(self) -> str | None:
+        """The backend the config names explicitly (``attention-backend``)."""
+        raw = self.config.engine.get("attention-backend") or self.config.env.get(
+            "VLLM_ATTENTION_BACKEND"
+        )
+        return str(raw).strip().upper() if raw else None
+
+    def effective_backend(self) -> str | None:
+        """The backend vLLM will use, where the reference docs say how it selects.
+
+        The explicit ``attention-backend`` wins; otherwise, on ROCm, the
+        selection described in 000_cadfc2653427814e.txt §Attention backend
+        selection with AITER (up to vLLM 0.18; later releases reordered the
+        priorities, so None is returned there rather than a guess).
+        """
+        if self.backend:
+            return self.backend
+        if not self.rocm or self.version_lt("0.19.0") is False:
+            return None
+        is_mla = self.model.is_mla if self.model else None
+        if is_mla is None:
+            return None
+        if is_mla:
+            aiter_mla = self.aiter_on and self.flag("VLLM_ROCM_USE_AITER_MLA", True)
+            return "ROCM_AITER_MLA" if aiter_mla else "TRITON_MLA"
+        if self.aiter_on and self.flag("VLLM_ROCM_USE_AITER_MHA", True):
+            return "ROCM_AITER_FA"
+        if self.flag("VLLM_V1_USE_PREFILL_DECODE_ATTENTION", False):
+            return "ROCM_ATTN"
+        if self.aiter_on and self.flag("VLLM_ROCM_USE_AITER_UNIFIED_ATTENTION", False):
+            return "ROCM_AITER_UNIFIED_ATTN"
+        return "TRITON_ATTN"
+
+    # -- engine shape -------------------------------------------------------
+    @property
+    def tp(self) -> int:
+        """tensor-parallel-size (1 by default)."""
+        return max(self.int_value("tensor-parallel-size", 1) or 1, 1)
+
+    @property
+    def pp(self) -> int:
+        """pipeline-parallel-size (1 by default)."""
+        return max(self.int_value("pipeline-parallel-size", 1) or 1, 1)
+
+    @property
+    def dp(self) -> int:
+        """data-parallel-size (1 by default)."""
+        return max(self.int_value("data-parallel-size", 1) or 1, 1)
+
+    @property
+    def world(self) -> int:
+        """GPUs the engine uses: TP × PP × DP."""
+        return self.tp * self.pp * self.dp
+
+    @property
+    def max_model_len(self) -> int | None:
+        """max-model-len, else the model's own maximum (vLLM's default)."""
+        if self.is_set("max-model-len"):
+            return self.int_value("max-model-len")
+        return self.model.max_position_embeddings if self.model else None
+
+    @property
+    def concurrency(self) -> int | None:
+        """Requests in flight, from the workload."""
+        return self.workload.concurrency if self.workload else None

@@ -1,0 +1,181 @@
+"""The vocabulary of the rules: findings, their severity, the target and the workload.
+
+A finding is what a user reads (and what ``--json`` prints); the target is the
+machine a config is meant for — introspected from the installed vLLM, or given
+by hand when planning a preset for another node. Both are plain data so the
+TUI, the CLI and export can show and store them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class Severity(StrEnum):
+    """How much a finding matters: errors block a run."""
+
+    ERROR = "error"
+    WARNING = "warning"
+    ADVICE = "advice"
+
+    @property
+    def rank(self) -> int:
+        """Sort key: errors first."""
+        return {"error": 0, "warning": 1, "advice": 2}[self.value]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing the rules found about a config.
+
+    Attributes:
+        severity: error (blocks a run), warning, or advice.
+        knobs: The catalogue keys it concerns.
+        message: A sentence a user understands, saying what will happen.
+        source: Where the rule comes from ("file name §section", or vLLM source).
+        fix: Knob values that resolve it (None value = unset the knob); None if no fix.
+        rule: The rule's id (stable, for tests and suppression).
+    """
+
+    severity: Severity
+    knobs: tuple[str, ...]
+    message: str
+    source: str
+    fix: dict[str, Any] | None = None
+    rule: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form (``tunelab check --json``)."""
+        return {
+            "severity": str(self.severity),
+            "rule": self.rule,
+            "knobs": list(self.knobs),
+            "message": self.message,
+            "fix": self.fix,
+            "source": self.source,
+        }
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a config will run: vLLM version, platform, GPUs.
+
+    Attributes:
+        vllm_version: Target vLLM version ("0.12.0"); None if unknown.
+        platform: "rocm", "cuda" or "cpu"; None if unknown.
+        gpus: GPUs on the node (the model-parallel group must fit in them).
+        vram_gib: Memory of one GPU in GiB; None if unknown (fit rules stay silent).
+        gpu_arch: GPU architecture such as gfx942, where known.
+        attention_backends: Backend names the target vLLM accepts (introspected);
+            None: use the catalogue's list for ``vllm_version``.
+        quantization_methods: Likewise for ``--quantization``.
+        kv_cache_dtypes: Likewise for ``--kv-cache-dtype``.
+        cudagraph_modes: Likewise for ``cudagraph_mode``.
+        env_vars: Environment variable names the target vLLM reads; None if unknown.
+        engine_args: Engine argument names (flags without dashes) it accepts; None if unknown.
+        introspected: True when the lists come from the installed vLLM itself.
+        note: Why the target is what it is (e.g. introspection failed: catalogue used).
+    """
+
+    vllm_version: str | None = None
+    platform: str | None = None
+    gpus: int = 1
+    vram_gib: float | None = None
+    gpu_arch: str | None = None
+    attention_backends: tuple[str, ...] | None = None
+    quantization_methods: tuple[str, ...] | None = None
+    kv_cache_dtypes: tuple[str, ...] | None = None
+    cudagraph_modes: tuple[str, ...] | None = None
+    env_vars: frozenset[str] | None = None
+    engine_args: frozenset[str] | None = None
+    introspected: bool = False
+    note: str = ""
+
+    @classmethod
+    def from_introspection(
+        cls, info: Any, *, gpus: int | None = None, vram_gib: float | None = None
+    ) -> Target:
+        """A target from ``tuner.introspect.VllmInfo`` (read by attribute, so no import cycle).
+
+        Args:
+            info: The introspection result.
+            gpus: GPU count override (default: what introspection saw, else 1).
+            vram_gib: Per-GPU memory override (default: what introspection saw).
+        """
+
+        def tup(name: str) -> tuple[str, ...] | None:
+            value = getattr(info, name, None)
+            return tuple(value) if value else None
+
+        env = getattr(info, "env_vars", None)
+        args = getattr(info, "engine_args", None)
+        seen_gpus = getattr(info, "gpu_count", None) or getattr(info, "gpus", None)
+        seen_vram = getattr(info, "vram_gib", None)
+        return cls(
+            vllm_version=getattr(info, "version", None),
+            platform=(getattr(info, "platform", None) or None),
+            gpus=gpus or (seen_gpus if isinstance(seen_gpus, int) and seen_gpus > 0 else 1),
+            vram_gib=vram_gib if vram_gib is not None else seen_vram,
+            gpu_arch=getattr(info, "gpu_arch", None),
+            attention_backends=tup("attention_backends"),
+            quantization_methods=tup("quantization_methods"),
+            kv_cache_dtypes=tup("kv_cache_dtypes"),
+            cudagraph_modes=tup("cudagraph_modes"),
+            env_vars=frozenset(env) if env else None,
+            engine_args=frozenset(args) if args else None,
+            introspected=True,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able summary (lists left out: they are long and derivable)."""
+        return {
+            "vllm_version": self.vllm_version,
+            "platform": self.platform,
+            "gpus": self.gpus,
+            "vram_gib": self.vram_gib,
+            "gpu_arch": self.gpu_arch,
+            "introspected": self.introspected,
+            "note": self.note,
+        }
+
+
+GOALS = ("interactive", "streaming", "offline")
+
+
+@dataclass(frozen=True)
+class WorkloadShape:
+    """What the engine will be asked to serve (the parts the rules need).
+
+    Attributes:
+        input_len: Prompt tokens per request.
+        output_len: Generated tokens per request.
+        concurrency: Requests in flight.
+        goal: interactive (low TTFT), streaming (low ITL) or offline (throughput).
+    """
+
+    input_len: int | None = None
+    output_len: int | None = None
+    concurrency: int | None = None
+    goal: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def from_workload(cls, workload: Any, goal: str | None = None) -> WorkloadShape:
+        """From ``tuner.bench.workload.Workload`` (read by attribute)."""
+        ratio = float(getattr(workload, "range_ratio", 0.0) or 0.0)
+        inp = getattr(workload, "input_len", None)
+        out = getattr(workload, "output_len", None)
+        if ratio and inp:
+            inp = int(inp * (1 + ratio))
+        if ratio and out:
+            out = int(out * (1 + ratio))
+        return cls(inp, out, getattr(workload, "concurrency", None), goal)
+
+    @property
+    def sequence_len(self) -> int | None:
+        """Input + output tokens of one request (what max-model-len must hold)."""
+        if self.input_len is None or self.output_len is None:
+            return None
+        return self.input_len + self.output_len

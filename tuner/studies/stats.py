@@ -1,0 +1,345 @@
+"""Noise-aware comparison of two arms: means, spread, a confidence interval, a verdict.
+
+The unit of evidence is one repeat (one engine launch + one measured run), not
+one request: requests inside a run share the engine's state (batch, cache,
+compilation) and are strongly correlated, so pooling them would make any two
+configs look "significantly" different. With the 3–5 repeats a tuning session
+can afford, the honest tool is Welch's t interval on the difference of the
+arm means: it does not assume equal variances and its Welch–Satterthwaite
+degrees of freedom shrink when one arm is noisy, which widens the interval.
+A percentile bootstrap is deliberately not used: with 3–5 samples per arm it
+under-covers badly (it cannot see tails it never sampled), i.e. it would
+declare winners inside the noise. The Student t quantile is computed exactly
+(regularized incomplete beta + bisection), not from a normal approximation,
+because at 2–6 degrees of freedom the difference is large (4.30 vs 1.96).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class Direction(StrEnum):
+    """Which way is better for a metric."""
+
+    HIGHER = "higher"
+    LOWER = "lower"
+
+
+class Verdict(StrEnum):
+    """The three answers an A/B can give; nothing in between."""
+
+    A_BETTER = "A better"
+    B_BETTER = "B better"
+    NO_DIFFERENCE = "no significant difference"
+
+
+# Metrics the studies compare by default, in display order.
+DEFAULT_METRICS: tuple[str, ...] = (
+    "output_throughput",
+    "request_throughput",
+    "total_token_throughput",
+    "median_ttft_ms",
+    "p99_ttft_ms",
+    "median_tpot_ms",
+    "p99_tpot_ms",
+    "median_itl_ms",
+    "p99_itl_ms",
+    "median_e2el_ms",
+    "p99_e2el_ms",
+)
+
+_HIGHER_WORDS = ("throughput", "goodput", "tokens_per_s", "tokens_per_joule", "completed")
+_LOWER_SUFFIXES = ("_ms", "_s", "_seconds", "_j", "_joules")
+_LOWER_WORDS = ("failed", "latency", "energy", "power", "vram", "duration")
+
+
+class StatsError(ValueError):
+    """A comparison that cannot be made; the message says why."""
+
+
+def metric_direction(name: str) -> Direction:
+    """Whether higher or lower is better for ``name`` (vLLM bench key names).
+
+    Throughputs, goodput and efficiency are better high; latencies (``*_ms``),
+    failures, energy and memory are better low.
+
+    Raises:
+        StatsError: The name matches neither family, so guessing could flip a verdict.
+    """
+    low = name.lower()
+    if any(word in low for word in _HIGHER_WORDS):
+        return Direction.HIGHER
+    if low.endswith(_LOWER_SUFFIXES) or any(word in low for word in _LOWER_WORDS):
+        return Direction.LOWER
+    raise StatsError(
+        f"do not know whether higher or lower is better for metric {name!r}; "
+        "pass its direction explicitly"
+    )
+
+
+# -- Student t distribution --------------------------------------------------
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the incomplete beta function (modified Lentz)."""
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 400):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-15:
+            break
+    return h
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """Regularized incomplete beta I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    log_front = (
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    )
+    front = math.exp(log_front)
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def t_cdf(t: float, df: float) -> float:
+    """P(T <= t) for Student's t with ``df`` (real, > 0) degrees of freedom."""
+    if df <= 0:
+        raise StatsError(f"degrees of freedom must be > 0, got {df}")
+    x = df / (df + t * t)
+    tail = 0.5 * _betainc(df / 2.0, 0.5, x)
+    return 1.0 - tail if t >= 0 else tail
+
+
+def t_quantile(p: float, df: float) -> float:
+    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (bisection on t_cdf)."""
+    if not 0.0 < p < 1.0:
+        raise StatsError(f"quantile level must be in (0, 1), got {p}")
+    if p == 0.5:
+        return 0.0
+    if p < 0.5:
+        return -t_quantile(1.0 - p, df)
+    lo, hi = 0.0, 1.0
+    while t_cdf(hi, df) < p:
+        hi *= 2.0
+        if hi > 1e12:
+            return math.inf
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        if t_cdf(mid, df) < p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-12 * max(1.0, hi):
+            break
+    return (lo + hi) / 2.0
+
+
+# -- comparison ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ArmStats:
+    """One arm's repeats of one metric.
+
+    Attributes:
+        n: Number of repeats.
+        mean: Mean over repeats.
+        std: Sample standard deviation (n - 1), 0 with one repeat.
+        samples: The repeats themselves, in run order.
+    """
+
+    n: int
+    mean: float
+    std: float
+    samples: tuple[float, ...]
+
+    @classmethod
+    def of(cls, samples: Sequence[float]) -> ArmStats:
+        values = tuple(float(v) for v in samples)
+        if not values:
+            raise StatsError("an arm has no samples; run at least one repeat")
+        if any(math.isnan(v) for v in values):
+            raise StatsError("an arm holds NaN samples; a repeat produced no value for the metric")
+        std = statistics.stdev(values) if len(values) > 1 else 0.0
+        return cls(len(values), statistics.fmean(values), std, values)
+
+    @property
+    def cv(self) -> float:
+        """Coefficient of variation (std / |mean|), the run-to-run noise as a fraction."""
+        return self.std / abs(self.mean) if self.mean else 0.0
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """B against A on one metric.
+
+    Attributes:
+        metric: Metric key (vLLM bench name).
+        direction: Which way is better.
+        a: Arm A's statistics.
+        b: Arm B's statistics.
+        diff: mean(B) - mean(A).
+        ci_low: Lower bound of the confidence interval on diff.
+        ci_high: Upper bound of it.
+        rel_diff: diff / |mean(A)| (None when A's mean is 0).
+        rel_ci_low: ci_low / |mean(A)|.
+        rel_ci_high: ci_high / |mean(A)|.
+        df: Welch–Satterthwaite degrees of freedom (None when not estimable).
+        confidence: Two-sided confidence level, e.g. 0.95.
+        verdict: A better, B better, or no significant difference.
+        reason: Why the verdict is what it is, in words.
+    """
+
+    metric: str
+    direction: Direction
+    a: ArmStats
+    b: ArmStats
+    diff: float
+    ci_low: float
+    ci_high: float
+    rel_diff: float | None
+    rel_ci_low: float | None
+    rel_ci_high: float | None
+    df: float | None
+    confidence: float
+    verdict: Verdict
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["direction"] = self.direction.value
+        data["verdict"] = self.verdict.value
+        for key in ("ci_low", "ci_high"):
+            if math.isinf(data[key]):
+                data[key] = None
+        return data
+
+
+def welch_interval(
+    a: ArmStats, b: ArmStats, confidence: float = 0.95
+) -> tuple[float, float, float | None]:
+    """Welch's t interval for mean(B) - mean(A): (low, high, df).
+
+    With fewer than two repeats in either arm the variance is unknown and the
+    interval is (-inf, inf): no claim can be made.
+    """
+    diff = b.mean - a.mean
+    if a.n < 2 or b.n < 2:
+        return -math.inf, math.inf, None
+    va, vb = a.std**2 / a.n, b.std**2 / b.n
+    se2 = va + vb
+    if se2 == 0.0:
+        return diff, diff, None
+    df = se2**2 / ((va**2 / (a.n - 1) if va else 0.0) + (vb**2 / (b.n - 1) if vb else 0.0))
+    t = t_quantile(0.5 + confidence / 2.0, df)
+    half = t * math.sqrt(se2)
+    return diff - half, diff + half, df
+
+
+def compare(
+    metric: str,
+    a_samples: Sequence[float],
+    b_samples: Sequence[float],
+    *,
+    direction: Direction | None = None,
+    confidence: float = 0.95,
+    min_rel_effect: float = 0.0,
+) -> Comparison:
+    """Compare B against A on one metric and give a verdict that respects the noise.
+
+    A winner is declared only when the whole confidence interval of the
+    difference lies on one side of zero *and* (if ``min_rel_effect`` > 0) the
+    interval's bound nearest to zero is at least that large a fraction of A's
+    mean — so a real but negligible difference is not sold as a win.
+
+    Args:
+        metric: Metric key; its direction is inferred unless given.
+        a_samples: Arm A's value per repeat.
+        b_samples: Arm B's value per repeat.
+        direction: Override for metrics whose direction cannot be inferred.
+        confidence: Two-sided confidence level in (0, 1).
+        min_rel_effect: Smallest relative difference worth calling a win.
+
+    Raises:
+        StatsError: Empty arms, NaN samples, a bad confidence level or an unknown direction.
+    """
+    if not 0.0 < confidence < 1.0:
+        raise StatsError(f"confidence must be in (0, 1), e.g. 0.95; got {confidence}")
+    way = direction or metric_direction(metric)
+    a, b = ArmStats.of(a_samples), ArmStats.of(b_samples)
+    low, high, df = welch_interval(a, b, confidence)
+    diff = b.mean - a.mean
+    scale = abs(a.mean)
+    rel = (diff / scale) if scale else None
+    rel_low = (low / scale) if scale else None
+    rel_high = (high / scale) if scale else None
+
+    verdict = Verdict.NO_DIFFERENCE
+    if a.n < 2 or b.n < 2:
+        reason = "needs at least 2 repeats per arm to estimate the noise"
+    elif low <= 0.0 <= high:
+        reason = f"the {confidence:.0%} interval of the difference contains 0"
+    else:
+        nearest = min(abs(low), abs(high))
+        if min_rel_effect > 0 and (not scale or nearest / scale < min_rel_effect):
+            reason = (
+                f"the difference is real but may be below the {min_rel_effect:.1%} "
+                "that counts as a win"
+            )
+        else:
+            b_is_higher = low > 0.0
+            b_wins = b_is_higher == (way is Direction.HIGHER)
+            verdict = Verdict.B_BETTER if b_wins else Verdict.A_BETTER
+            reason = f"the {confidence:.0%} interval of the difference excludes 0"
+    return Comparison(
+        metric=metric,
+        direction=way,
+        a=a,
+        b=b,
+        diff=diff,
+        ci_low=low,
+        ci_high=high,
+        rel_diff=rel,
+        rel_ci_low=rel_low,
+        rel_ci_high=rel_high,
+        df=df,
+        confidence=confidence,
+        verdict=verdict,
+        reason=reason,
+    )
+
+
+def format_relative(c: Comparison) -> str:
+    """'+12.3% [+8.1%, +16.5%]' style text of B relative to A."""
+    if c.rel_diff is None:
+        return f"{c.diff:+.4g} (A's mean is 0)"
+    if c.rel_ci_low is None or c.rel_ci_high is None or math.isinf(c.ci_low):
+        return f"{c.rel_diff:+.1%} [interval unknown]"
+    return f"{c.rel_diff:+.1%} [{c.rel_ci_low:+.1%}, {c.rel_ci_high:+.1%}]"
