@@ -20,6 +20,7 @@ reads here. Tolerances (stated once, used throughout):
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import statistics
 from collections.abc import Iterator
@@ -64,8 +65,11 @@ async def test_latencies_and_throughput_match_the_schedule(stub: StubProcess) ->
         assert m[f"median_{name}_ms"] == pytest.approx(50.0, abs=TOL_MS), name
         assert m[f"mean_{name}_ms"] == pytest.approx(50.0, abs=TOL_MS), name
     for name, value in (("ttft", 100.0), ("e2el", 100.0 + 9 * 50.0)):
-        for stat in ("median", "mean", "p90"):
+        for stat in ("median", "mean"):
             assert within_slack(m[f"{stat}_{name}_ms"], value), (stat, name, m[f"{stat}_{name}_ms"])
+        # Tails: first-wave requests also open their TCP connection; a gross
+        # error (a parse delay, a lost read) would show up here as 10s of ms.
+        assert value <= m[f"p99_{name}_ms"] <= value + 25.0, (name, m[f"p99_{name}_ms"])
     # 16 requests at concurrency 4 = 4 back-to-back waves of 550 ms each.
     duration_truth = 4 * 0.550
     assert m["duration"] == pytest.approx(duration_truth, rel=0.03)
@@ -76,7 +80,7 @@ async def test_latencies_and_throughput_match_the_schedule(stub: StubProcess) ->
 
 async def test_each_chunk_is_timed_when_it_arrives(stub: StubProcess) -> None:
     gaps = [40.0, 80.0, 120.0]
-    wl = Workload(input_len=16, output_len=7, num_prompts=6, concurrency=3)
+    wl = Workload(input_len=16, output_len=7, num_prompts=12, concurrency=3)
     res = await bench(stub, {"ttft_ms": 60, "itl_ms": gaps}, wl)
     log = sorted(stub.log(), key=lambda e: e["t_recv"])
     recs = sorted(res.records, key=lambda r: r.start)
@@ -85,7 +89,7 @@ async def test_each_chunk_is_timed_when_it_arrives(stub: StubProcess) -> None:
         assert len(rec.chunk_times) == len(entry["chunk_times"]) == 7
         lags += [c - w for c, w in zip(rec.chunk_times, entry["chunk_times"], strict=True)]
     # Programmed truth per position: TTFT 60 ms, then gaps 40, 80, 120, 40, ...
-    # (median over the 6 requests: one late wake-up of the stub on this shared
+    # (median over the 12 requests: one late wake-up of the stub on this shared
     # machine moves a single gap, not the schedule).
     assert within_slack(statistics.median(r.ttft for r in recs) * 1000, 60.0)
     for k in range(6):
@@ -172,7 +176,7 @@ async def test_request_rate_arrivals_follow_the_programmed_rate(stub: StubProces
     wl = Workload(input_len=8, output_len=2, num_prompts=40, request_rate=20.0, seed=3)
     await bench(stub, {"ttft_ms": 5, "itl_ms": 5}, wl)
     t = sorted(e["t_recv"] for e in stub.log())
-    gaps = [b - a for a, b in zip(t, t[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(t)]
     # vLLM's schedule rescales the last arrival to exactly n / rate = 2 s after the start.
     assert t[-1] - t[0] == pytest.approx(2.0 - statistics.fmean(gaps), rel=0.15)
     assert statistics.fmean(gaps) == pytest.approx(0.05, rel=0.15)
@@ -184,7 +188,7 @@ async def test_request_rate_arrivals_follow_the_programmed_rate(stub: StubProces
     )
     await bench(stub, {"ttft_ms": 5, "itl_ms": 5}, regular)
     t = sorted(e["t_recv"] for e in stub.log())
-    gaps = [b - a for a, b in zip(t, t[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(t)]
     assert statistics.pstdev(gaps) / statistics.fmean(gaps) < 0.2  # near-uniform arrivals
 
 
@@ -236,7 +240,7 @@ async def test_progress_events_are_throttled_and_end_done(stub: StubProcess) -> 
     )
     times = [t for t, _ in events]
     assert len(events) >= 3
-    assert min(b - a for a, b in zip(times, times[1:], strict=False)) >= 0.099
+    assert min(b - a for a, b in itertools.pairwise(times)) >= 0.099
     last = events[-1][1]
     assert last.phase == "done" and last.done == last.total == 12 and last.failed == 0
     assert within_slack(last.ttft_p50_ms, 50.0)

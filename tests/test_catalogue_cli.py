@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import typer
@@ -88,3 +91,12 @@ def test_default_target_is_the_installed_vllm(app: typer.Typer) -> None:
     assert rows["max-num-batched-tokens"]["status"] == "available"
     assert "CPU_ATTN" in rows["attention-backend"]["choices"]
     assert rows["VLLM_USE_TRITON_FLASH_ATTN"]["status"] == "removed"
+
+
+def test_without_vllm_it_says_so_and_uses_the_catalogue(app: typer.Typer, tmp_path: Path) -> None:
+    venv = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    code, out = _run(app, "--python", str(venv / "bin" / "python"), "--group", "attention")
+    assert code == 0, out
+    assert "(version unknown)" in out and "no vLLM: vLLM is not installed" in out
+    assert "VLLM_V1_USE_PREFILL_DECODE_ATTENTION" in out  # the catalogue still lists everything

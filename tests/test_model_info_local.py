@@ -238,3 +238,64 @@ def test_fit_tp_beyond_kv_heads_replicates_and_mla_replicates() -> None:
     assert tp8.kv_bytes_per_token_per_gpu == 70272  # latent replicated on every TP rank
     assert tp8.weights_fit
     assert not fit(ds, vram_bytes_per_gpu=192 * GIB).weights_fit
+
+
+def test_hub_path_uses_config_and_safetensors_metadata(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The hub cannot be reached here: fake only the two network calls, at the library boundary."""
+    import types
+
+    import huggingface_hub
+    import huggingface_hub.constants as hc
+
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(TINY))
+    calls: list[str] = []
+
+    def fake_download(repo_id: str, filename: str, revision: str | None = None) -> str:
+        calls.append(f"{repo_id}/{filename}")
+        return str(config)
+
+    def fake_metadata(repo_id: str, revision: str | None = None) -> object:
+        calls.append(f"{repo_id}:metadata")
+        return types.SimpleNamespace(parameter_count={"BF16": 1000, "F32": 10})
+
+    monkeypatch.setattr(hc, "HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
+    monkeypatch.setattr(huggingface_hub, "get_safetensors_metadata", fake_metadata)
+    info = analyze("org/remote-model", offline=False)
+    assert calls == ["org/remote-model/config.json", "org/remote-model:metadata"]
+    assert info.source == "hub" and info.weights_source == "hub-metadata"
+    assert info.weight_bytes == 1000 * 2 + 10 * 4 and info.param_count == 1010
+
+
+def test_hub_failure_is_a_clear_model_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import huggingface_hub
+    import huggingface_hub.constants as hc
+
+    from tuner.model import ModelError
+
+    def unreachable(*args: object, **kwargs: object) -> str:
+        raise OSError("network is unreachable")
+
+    monkeypatch.setattr(hc, "HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", unreachable)
+    with pytest.raises(ModelError, match=r"could not fetch org/x/config\.json"):
+        analyze("org/x", offline=False)
+
+
+def test_generated_demo_model() -> None:
+    demo = pytest.importorskip("tuner.demo_model")
+    shape = demo.SHAPE
+    info = analyze(str(demo.ensure_demo_model()))
+    h, v, i, n = shape.hidden_size, shape.vocab_size, shape.intermediate_size, shape.num_hidden_layers
+    head_dim = h // shape.num_attention_heads
+    kv = shape.num_key_value_heads * head_dim
+    per_layer = h * h + 2 * h * kv + h * h + 3 * h * i + 2 * h
+    expected = 2 * v * h + h + n * per_layer  # untied embeddings and LM head
+    assert info.weights_source == "safetensors"
+    assert info.param_count == expected and info.weight_bytes == expected * 2
+    assert head_dim == 64 and info.head_dim == 64
+    assert info.kv_bytes_per_token() == 2 * n * shape.num_key_value_heads * 64 * 2

@@ -349,12 +349,7 @@ CASES = [
         model="oss",
         target=ROCM_OLD,
         severity=Severity.ADVICE,
-        fix={
-            "VLLM_ROCM_USE_AITER": "1",
-            "VLLM_ROCM_USE_AITER_MHA": "0",
-            "VLLM_ROCM_USE_AITER_UNIFIED_ATTENTION": "1",
-        },
-        id="old-vllm-env-trio",
+        id="old-vllm-says-upgrade",
     ),
     Case(
         "gpt-oss-unified-attention",
@@ -612,6 +607,14 @@ CASES = [
         id="vram-unknown",
     ),
     Case(
+        "memory-fit",
+        False,
+        model="llama70b",
+        engine={"quantization": "fp8", "max-model-len": 8192, "max-num-seqs": 1},
+        target=Target("0.12.0", "rocm", 1, 80.0),
+        id="online-fp8-halves-weights",
+    ),
+    Case(
         "gpu-memory-utilization-high",
         True,
         engine={"gpu-memory-utilization": 0.98},
@@ -805,6 +808,8 @@ def test_rule(case: Case) -> None:
         assert hit.severity is case.severity, hit
     if case.fix is not None:
         assert hit.fix == case.fix, hit
+    if case.id == "old-vllm-says-upgrade":
+        assert hit.fix is None and "upgrade" in hit.message
 
 
 def test_every_rule_has_a_firing_and_a_silent_case() -> None:

@@ -83,6 +83,7 @@ class StubServer:
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
         self.seq = 0
+        self.gen = 0
         self.active = 0
         self.preemptions = 0
         self.prefix_queries = 0
@@ -141,6 +142,8 @@ class StubServer:
         elif method == "POST" and path == "/_stub/reset":
             self.plan = Plan.from_json(body.decode())
             self.seq, self.preemptions, self.prefix_queries, self.log = 0, 0, 0, []
+            self.gen += 1  # streams left over from the old plan (stalls) stop counting
+            self.active = 0
             self._send(w, 200, b"{}", "application/json")
         elif method == "POST" and path in ("/v1/completions", "/v1/chat/completions"):
             return await self.stream(path, json.loads(body), w, t)
@@ -179,6 +182,7 @@ class StubServer:
         prompt_len = len(prompt) if isinstance(prompt, list) else len(str(prompt).split())
         entry: dict[str, Any] = {
             "seq": seq,
+            "gen": self.gen,
             "t_recv": t_recv,
             "model": req.get("model"),
             "max_tokens": n_out,
@@ -216,7 +220,7 @@ class StubServer:
 
     def _finish(self, entry: dict[str, Any]) -> None:
         """Count a stream as no longer active (once), before its last bytes go out."""
-        if not entry.get("finished"):
+        if not entry.get("finished") and entry["gen"] == self.gen:
             entry["finished"] = True
             self.active -= 1
 

@@ -49,7 +49,9 @@ def cell_text(snap: GpuSnapshot) -> tuple[Text, Text]:
         frac = snap.vram_used / snap.vram_total
     right.append("M")
     right.append_text(bar(frac, 3))
-    right.append(f" {fmt.power(snap, unit=True):>5} {fmt.temp(snap.temp_hotspot or snap.temp_edge)}")
+    watts = "N/A" if snap.power_w is None else f"{snap.power_w:.0f}W"
+    hot = snap.temp_hotspot if snap.temp_hotspot is not None else snap.temp_edge
+    right.append(f" {watts:>5} {fmt.temp(hot)}°C")
     return left, right
 
 

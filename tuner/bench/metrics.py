@@ -159,6 +159,7 @@ def compute_metrics(
         "total_token_throughput": (total_in + total_out) / dur,
         "max_output_tokens_per_s": max_tok_s,
         "max_concurrent_requests": max_conc,
+        "rtfx": 0.0,  # vLLM's inverse real-time factor (audio only); kept for key parity
     }
     for name, values in (("ttft", ttfts), ("tpot", tpots), ("itl", itls), ("e2el", e2els)):
         result.update(describe_ms(name, values))

@@ -146,11 +146,17 @@ def value_not_in_version(ctx: Context) -> Iterator[Finding]:
         yield Finding(
             Severity.ERROR,
             (key,),
-            f"{reason}; accepted: {', '.join(listed)}",
+            f"{reason}; accepted: {_some(listed)}",
             "tunelab value sets (read from vLLM's source)"
             + ("" if not ctx.target.introspected else "; installed vLLM's own list"),
             {key: None},
         )
+
+
+def _some(values: tuple[str, ...] | list[str], limit: int = 12) -> str:
+    """The first ``limit`` values, and how many more (long lists drown the message)."""
+    shown = ", ".join(values[:limit])
+    return shown + (f" and {len(values) - limit} more" if len(values) > limit else "")
 
 
 @rule("unread-env-var")
@@ -159,8 +165,16 @@ def unread_env_var(ctx: Context) -> Iterator[Finding]:
     names = ctx.target.env_vars
     if not names:
         return
+    try:
+        from tuner.knobs import get
+    except ImportError:  # no catalogue: every unread VLLM_ variable is reported here
+
+        def get(key: str) -> None:
+            return None
+
     for key in sorted(ctx.config.env):
-        if key.startswith("VLLM_") and key not in names:
+        # catalogue knobs are judged by knob-not-in-version (introspection first)
+        if key.startswith("VLLM_") and key not in names and get(key) is None:
             yield Finding(
                 Severity.WARNING,
                 (key,),

@@ -8,8 +8,10 @@ a guess would be worse than nothing.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 from tuner.model.fit import GIB, fit
+from tuner.model.info import ModelInfo, from_config
 from tuner.rules.base import Context, rule
 from tuner.rules.facts import MAX_RECOMMENDED_UTILIZATION, R0, R4
 from tuner.rules.types import Finding, Severity
@@ -22,6 +24,32 @@ def _gib(nbytes: float) -> str:
     return f"{nbytes / GIB:.1f} GiB"
 
 
+# --quantization values that quantize a BF16/FP16 checkpoint to FP8 at load time.
+_ONLINE_FP8 = {
+    "fp8",
+    "ptpc_fp8",
+    "fbgemm_fp8",
+    "fp8_per_tensor",
+    "fp8_per_block",
+    "fp8_per_channel",
+}
+
+
+def _with_online_quantization(ctx: Context) -> ModelInfo:
+    """The model as it will sit in memory: on-the-fly FP8 halves the linear weights."""
+    assert ctx.model is not None
+    asked = str(ctx.config.engine.get("quantization") or "").lower()
+    if asked not in _ONLINE_FP8 or ctx.model.is_prequantized or not ctx.model.config:
+        return ctx.model
+    quantized = from_config(
+        {**ctx.model.config, "quantization_config": {"quant_method": "fp8"}},
+        name=ctx.model.name,
+        source=ctx.model.source,
+        path=ctx.model.path,
+    )
+    return replace(ctx.model, weight_bytes=quantized.weight_bytes)
+
+
 @rule("memory-fit")
 def memory_fit(ctx: Context) -> Iterator[Finding]:
     """Weights + KV must fit VRAM × gpu-memory-utilization."""
@@ -32,8 +60,9 @@ def memory_fit(ctx: Context) -> Iterator[Finding]:
     if ctx.workload and ctx.workload.concurrency:
         per_request = ctx.workload.sequence_len or ctx.max_model_len
         need = per_request * ctx.workload.concurrency if per_request else None
+    model = _with_online_quantization(ctx)
     est = fit(
-        ctx.model,
+        model,
         gpus=ctx.target.gpus,
         vram_bytes_per_gpu=int(ctx.target.vram_gib * GIB),
         gpu_memory_utilization=util,
@@ -50,7 +79,7 @@ def memory_fit(ctx: Context) -> Iterator[Finding]:
         fix = None
         for tp in (2, 4, 8):
             if tp > group and tp * ctx.pp * ctx.dp <= ctx.target.gpus:
-                per_gpu = ctx.model.weight_bytes / (tp * ctx.pp)
+                per_gpu = model.weight_bytes / (tp * ctx.pp)
                 if per_gpu + est.overhead_bytes_per_gpu < est.usable_bytes_per_gpu:
                     fix = {"tensor-parallel-size": tp}
                     break

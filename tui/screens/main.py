@@ -1,0 +1,233 @@
+"""The main screen: GPUs, model, knobs with live findings, workload, and the run.
+
+It holds the session's editable state (config, workload, target, findings)
+and sets it down into the widgets; widgets and workers report back with the
+messages of :mod:`tui.messages`. Blocking work (introspection, telemetry
+selection, model analysis) runs in thread workers; rule checks take well
+under a millisecond and run inline on every edit. The run itself is the
+app's job (:mod:`tui.jobs`); this screen only renders its events.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from tuner.config import EngineConfig
+from tuner.rules import Finding, Severity, Target, WorkloadShape, check
+from tui.messages import (
+    IntrospectionReady,
+    KnobChanged,
+    KnobFocused,
+    KnobInvalid,
+    ModelAnalyzed,
+    ModelRequested,
+    TelemetryReady,
+    WorkloadChanged,
+)
+from tui.widgets.findings_panel import FindingsPanel
+from tui.widgets.gpu_panel import GpuPanel
+from tui.widgets.knob_panel import KnobPanel, KnobRow
+from tui.widgets.model_panel import ModelPanel, human_bytes
+from tui.widgets.run_panel import RunPanel
+from tui.widgets.status_bar import StatusBar
+from tui.widgets.workload_panel import WorkloadPanel
+
+DEMO_LABEL = "tunelab:demo"
+
+
+class MainScreen(Screen[None]):
+    """The tuning screen."""
+
+    def compose(self) -> ComposeResult:
+        session = self.app.session  # type: ignore[attr-defined]
+        yield StatusBar(id="status")
+        yield GpuPanel(id="gpus")
+        with Horizontal(id="body"):
+            with Vertical(id="left"):
+                yield ModelPanel(id="model")
+                yield WorkloadPanel(session.workload, id="workload")
+                yield RunPanel(id="run")
+            with Vertical(id="right"):
+                yield KnobPanel(id="knobs")
+                yield Static("", id="knob-help")
+                yield FindingsPanel(id="findings")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        session = self.app.session  # type: ignore[attr-defined]
+        self.query_one(StatusBar).node = session.services.node
+        self.query_one("#knob-help", Static).update(
+            Text("Focus a knob to read its help. Tab moves, space toggles.", style="dim")
+        )
+        self.refresh_all()
+        first = self.query(KnobRow).first()
+        first.control.focus()
+
+    # -- setting state down ---------------------------------------------------
+
+    def refresh_all(self) -> None:
+        """Re-render everything from the session (after any state change)."""
+        session = self.app.session  # type: ignore[attr-defined]
+        self.query_one(ModelPanel).set_model(session.config.model, session.model_label)
+        self.query_one(StatusBar).model = session.model_label or session.config.model
+        self.query_one(KnobPanel).show_config(session.config)
+        self.recheck()
+
+    def recheck(self) -> list[Finding]:
+        """Run the rules on the current config and show the findings."""
+        session = self.app.session  # type: ignore[attr-defined]
+        shape = WorkloadShape.from_workload(session.workload) if session.workload else None
+        session.findings = check(session.config, session.model_info, session.target, shape)
+        self.query_one(FindingsPanel).show(session.findings)
+        return session.findings
+
+    def set_engine_state(self, state: str) -> None:
+        self.query_one(StatusBar).engine_state = state
+
+    @property
+    def run_panel(self) -> RunPanel:
+        return self.query_one(RunPanel)
+
+    # -- messages up ---------------------------------------------------------
+
+    @on(KnobChanged)
+    def _knob_changed(self, message: KnobChanged) -> None:
+        session = self.app.session  # type: ignore[attr-defined]
+        session.config = session.config.with_values({message.key: message.value})
+        self.recheck()
+
+    @on(KnobInvalid)
+    def _knob_invalid(self, message: KnobInvalid) -> None:
+        self.query_one("#knob-help", Static).update(Text(message.error, style="bold red"))
+
+    @on(KnobFocused)
+    def _knob_focused(self, message: KnobFocused) -> None:
+        row = self.query_one(KnobPanel).row(message.key)
+        help_text = Text(row.help_text())
+        value = self.app.session.config.get(message.key)  # type: ignore[attr-defined]
+        if value is None:
+            help_text.append("  (unset: vLLM default)", style="dim")
+        self.query_one("#knob-help", Static).update(help_text)
+
+    @on(WorkloadChanged)
+    def _workload_changed(self, message: WorkloadChanged) -> None:
+        session = self.app.session  # type: ignore[attr-defined]
+        session.workload = message.workload
+        session.workload_error = message.error
+        if message.error:
+            self.query_one("#knob-help", Static).update(Text(message.error, style="bold red"))
+        self.recheck()
+
+    @on(ModelRequested)
+    def _model_requested(self, message: ModelRequested) -> None:
+        self.app.set_model(message.model)  # type: ignore[attr-defined]
+
+    # -- background work -----------------------------------------------------
+
+    @work(thread=True, exclusive=True, group="analyze")
+    def analyze_model(self, model: str) -> None:
+        """Model analysis reads files (and maybe the hub): off the event loop."""
+        from tuner.model_info import ModelError, analyze
+
+        try:
+            info = analyze(model)
+        except ModelError as exc:
+            self.post_message(ModelAnalyzed(model, None, str(exc)))
+            return
+        except Exception as exc:  # a broken config.json must not take the app down
+            self.post_message(ModelAnalyzed(model, None, f"{type(exc).__name__}: {exc}"))
+            return
+        self.post_message(ModelAnalyzed(model, info))
+
+    @on(ModelAnalyzed)
+    def _model_analyzed(self, message: ModelAnalyzed) -> None:
+        session = self.app.session  # type: ignore[attr-defined]
+        if message.model != session.config.model:
+            return  # a stale answer for a model the user already replaced
+        panel = self.query_one(ModelPanel)
+        if message.info is None:
+            session.model_info = None
+            panel.show_info(Text(f"cannot analyze: {message.error}", style="red"))
+        else:
+            session.model_info = message.info
+            panel.show_info(model_line(message.info, session.config, session.target))
+        self.recheck()
+
+    @on(IntrospectionReady)
+    def _introspected(self, message: IntrospectionReady) -> None:
+        session = self.app.session  # type: ignore[attr-defined]
+        session.vllm_info = message.info
+        session.target = message.target
+        info = message.info
+        bar = self.query_one(StatusBar)
+        if info is not None and getattr(info, "available", False):
+            bar.vllm = f"vLLM {info.version} ({(info.platform or '?').upper()})"
+        else:
+            bar.vllm = "vLLM: not found"
+            reason = getattr(info, "error", None) or "introspection failed"
+            self.notify(f"vLLM not usable: {reason}", severity="warning", timeout=8)
+        target: Target = message.target
+        self.query_one(KnobPanel).mark_availability(target.vllm_version, target.platform)
+        if session.model_info is not None:
+            self.query_one(ModelPanel).show_info(model_line(session.model_info, session.config, target))
+        self.recheck()
+
+    @on(TelemetryReady)
+    def _telemetry_ready(self, message: TelemetryReady) -> None:
+        panel = self.query_one(GpuPanel)
+        if message.count == 0:
+            panel.show_none(message.description, message.reasons)
+        else:
+            panel.setup(message.count, message.description)
+
+    def show_telemetry(self, snaps: list[Any], histories: list[list[float]]) -> None:
+        self.query_one(GpuPanel).show(snaps, histories)
+
+
+def model_line(info: Any, config: EngineConfig, target: Target) -> Text:
+    """`LlamaForCausalLM · GQA · 0.8 MiB · KV 4.0 KiB/token · fits` for the model panel."""
+    out = Text(no_wrap=True, overflow="ellipsis")
+    arch = info.architecture or info.model_type or "?"
+    kind = str(info.attention).upper()
+    if info.is_moe:
+        kind += f" MoE {info.moe.num_experts}e"
+    out.append(f"{arch} · {kind} · {human_bytes(info.weight_bytes)} · ")
+    kv = info.kv_bytes_per_token(config.get("kv-cache-dtype") or "auto")
+    out.append(f"KV {human_bytes(kv)}/tok · ")
+    if target.vram_gib:
+        from tuner.model_info import fit
+
+        est = fit(
+            info,
+            gpus=max(target.gpus, 1),
+            vram_bytes_per_gpu=int(target.vram_gib * 1024**3),
+            gpu_memory_utilization=float(config.get("gpu-memory-utilization") or 0.9),
+            tensor_parallel_size=int(config.get("tensor-parallel-size") or 1),
+            max_model_len=_int(config.get("max-model-len")),
+            max_num_seqs=_int(config.get("max-num-seqs")),
+            kv_cache_dtype=str(config.get("kv-cache-dtype") or "auto"),
+        )
+        out.append("fits" if est.fits else "does not fit", style="green" if est.fits else "bold red")
+    elif target.platform == "cpu":
+        out.append("CPU: host memory", style="dim")
+    else:
+        out.append("fit: VRAM unknown", style="dim")
+    return out
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def has_errors(findings: list[Finding]) -> bool:
+    return any(f.severity is Severity.ERROR for f in findings)

@@ -1,0 +1,55 @@
+"""What the app reaches outside itself for, injectable so tests stay deterministic.
+
+The defaults call ``tuner`` (introspection, telemetry backend selection, the
+engine entry). Tests and the screenshot script replace single fields: a fixed
+node name, a recorded introspection answer, the fake amdsmi backend, or an
+engine double command — each named as what it is at the call site. None of
+these is tuning logic; they are the app's boundaries.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+def _introspect() -> Any:
+    from tuner.introspect import introspect
+
+    return introspect(sys.executable)
+
+
+def _telemetry() -> Any:
+    from tuner.telemetry import select_backend
+
+    return select_backend("auto")
+
+
+@dataclass
+class Services:
+    """The app's boundaries.
+
+    Attributes:
+        node: The node name shown in the header.
+        introspect: Returns ``tuner.introspect.VllmInfo`` (slow the first time: run in a thread).
+        telemetry: Returns an opened ``tuner.telemetry`` backend (may block: run in a thread).
+        telemetry_rate_hz: Sampling rate of the GPU panel.
+        engine_command: Replaces the vLLM command line of every engine (engine doubles in
+            tests only; None in production).
+        engine_python: Interpreter that runs vLLM.
+        store_path: Trial store location (None: the user's data dir).
+        startup_timeout: Seconds an engine may take to become healthy.
+    """
+
+    node: str = field(default_factory=platform.node)
+    introspect: Callable[[], Any] = _introspect
+    telemetry: Callable[[], Any] = _telemetry
+    telemetry_rate_hz: float = 2.0
+    engine_command: list[str] | None = None
+    engine_python: str = sys.executable
+    store_path: Path | None = None
+    startup_timeout: float = 600.0

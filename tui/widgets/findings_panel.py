@@ -1,0 +1,58 @@
+"""Rule findings beside the knobs, updated on every edit; errors block Run.
+
+The panel only renders what ``tuner.rules.check`` returned; the screen
+decides what an error means (Run refuses) and ``f`` applies the first
+finding's fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.text import Text
+from textual.widgets import Static
+
+from tuner.rules import Finding, Severity
+
+ICONS = {Severity.ERROR: ("✖", "bold red"), Severity.WARNING: ("▲", "yellow"), Severity.ADVICE: ("•", "cyan")}
+
+
+def fix_text(fix: dict[str, object] | None) -> str:
+    """``k=v, k2=default`` for a finding's fix."""
+    if not fix:
+        return ""
+    return ", ".join(f"{k}={'default' if v is None else v}" for k, v in fix.items())
+
+
+def render_findings(findings: Sequence[Finding]) -> Text:
+    """One paragraph per finding, errors first, with the fix and its key."""
+    if not findings:
+        return Text("No findings: the rules see nothing wrong with this config.", style="dim")
+    out = Text()
+    first_fix = next((f for f in findings if f.fix), None)
+    for i, finding in enumerate(findings):
+        icon, style = ICONS.get(finding.severity, ("?", ""))
+        if i:
+            out.append("\n")
+        out.append(f"{icon} ", style=style)
+        out.append(finding.message)
+        if finding.fix:
+            key = " [f]" if finding is first_fix else ""
+            out.append(f"  fix{key}: {fix_text(finding.fix)}", style="bold green")
+    return out
+
+
+class FindingsPanel(Static):
+    """The live list of findings for the current config."""
+
+    def on_mount(self) -> None:
+        self.border_title = "Findings"
+
+    def show(self, findings: Sequence[Finding]) -> None:
+        """Render ``findings`` and count them in the title."""
+        errors = sum(f.severity is Severity.ERROR for f in findings)
+        warnings = sum(f.severity is Severity.WARNING for f in findings)
+        self.update(render_findings(findings))
+        self.set_class(errors > 0, "-error")
+        self.border_title = f"Findings · {errors} error{'s' if errors != 1 else ''}, {warnings} warn"
+        self.border_subtitle = "Run blocked: press f to apply the fix" if errors else ""

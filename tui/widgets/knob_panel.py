@@ -1,0 +1,199 @@
+"""The knob panel: every catalogue knob, grouped, with a switch, select or input.
+
+The panel is built from ``tuner.knobs`` alone: a BOOL knob gets a Switch, a
+CHOICE knob a Select (blank = vLLM's default) and every other type an Input
+(empty = vLLM's default) whose text is parsed by ``tuner.knobs.coerce``.
+Knobs that have no effect on the target (platform, vLLM version) stay
+visible, marked ``n/a`` with the reason in their help, because hiding them
+would hide why a preset from another node behaves differently here.
+Values come down from the screen (:meth:`KnobPanel.show_config`); edits go up
+as :class:`~tui.messages.KnobChanged` / :class:`~tui.messages.KnobInvalid`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Horizontal, VerticalScroll
+from textual.events import DescendantFocus
+from textual.widgets import Input, Label, Select, Static, Switch
+
+from tuner import knobs as catalogue
+from tuner.config import ConfigError, EngineConfig
+from tuner.knobs import Availability, Knob, ValueType
+from tui.messages import KnobChanged, KnobFocused, KnobInvalid
+
+
+def value_text(value: Any) -> str:
+    """How a typed knob value is shown in an Input."""
+    if value is None:
+        return ""
+    if isinstance(value, dict | list):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
+
+
+def as_bool(value: Any) -> bool:
+    """Env values are strings ("1"/"0"); engine values are bools."""
+    if isinstance(value, str):
+        return value.strip().lower() in {"1", "true", "yes", "on"}
+    return bool(value)
+
+
+class KnobRow(Horizontal):
+    """One knob: its name (marked when not applicable) and its control."""
+
+    def __init__(self, knob: Knob, choices: tuple[str, ...]) -> None:
+        super().__init__(classes="knob-row", id=f"knob-{_dom_id(knob.key)}")
+        self.knob = knob
+        self.choices = choices
+        self.availability = Availability(catalogue.AvailabilityStatus.AVAILABLE)
+
+    def compose(self) -> ComposeResult:
+        knob = self.knob
+        yield Label(knob.key, classes="knob-name")
+        if knob.type is ValueType.BOOL:
+            yield Switch(value=as_bool(knob.default) if knob.default is not None else False)
+        elif knob.type is ValueType.CHOICE:
+            yield Select(
+                [(c, c) for c in self.choices],
+                prompt=f"default{'' if knob.default is None else f' ({knob.default})'}",
+                allow_blank=True,
+                compact=True,
+            )
+        else:
+            placeholder = "default" if knob.default is None else f"{value_text(knob.default)}"
+            yield Input(placeholder=placeholder, compact=True)
+
+    @property
+    def control(self) -> Switch | Select[str] | Input:
+        return self.query_one("Switch, Select, Input")  # type: ignore[return-value]
+
+    def mark(self, availability: Availability) -> None:
+        """Mark the knob not applicable (still editable) with the reason kept for the help line."""
+        self.availability = availability
+        label = self.query_one(".knob-name", Label)
+        if availability.ok:
+            self.remove_class("-na")
+            label.update(self.knob.key)
+        else:
+            self.add_class("-na")
+            label.update(Text.assemble(self.knob.key, (" n/a", "italic")))
+        self.tooltip = self.help_text()
+
+    def help_text(self) -> str:
+        """Help line: the catalogue's help, its source, and why it is n/a if so."""
+        parts = [f"{self.knob.key}: {self.knob.help}"]
+        if not self.availability.ok:
+            parts.append(f"[n/a: {self.availability.reason}]")
+        elif self.availability.note:
+            parts.append(f"[{self.availability.note}]")
+        if self.knob.source:
+            parts.append(f"({self.knob.source})")
+        return " ".join(parts)
+
+    def set_value(self, value: Any) -> None:
+        """Show ``value`` (None = vLLM default) without posting a change."""
+        control = self.control
+        knob = self.knob
+        if isinstance(control, Switch):
+            shown = value if value is not None else (knob.default if knob.default is not None else False)
+            with control.prevent(Switch.Changed):
+                control.value = as_bool(shown)
+        elif isinstance(control, Select):
+            with control.prevent(Select.Changed):
+                if value is None:
+                    control.clear()
+                else:
+                    text = str(value)
+                    if text not in self.choices:
+                        self.choices = (*self.choices, text)
+                        control.set_options([(c, c) for c in self.choices])
+                    control.value = text
+        else:
+            text = value_text(value)
+            if control.value != text:
+                with control.prevent(Input.Changed):
+                    control.value = text
+            control.remove_class("-invalid")
+
+    @on(Switch.Changed)
+    def _switch(self, event: Switch.Changed) -> None:
+        event.stop()
+        value: Any = event.value
+        default = self.knob.default
+        if default is not None and as_bool(default) == value:
+            value = None  # back at vLLM's default: leave it out of the config
+        self.post_message(KnobChanged(self.knob.key, value))
+
+    @on(Select.Changed)
+    def _select(self, event: Select.Changed) -> None:
+        event.stop()
+        value = None if event.value is Select.BLANK else str(event.value)
+        self.post_message(KnobChanged(self.knob.key, value))
+
+    @on(Input.Changed)
+    def _input(self, event: Input.Changed) -> None:
+        event.stop()
+        text = event.value.strip()
+        if not text:
+            event.input.remove_class("-invalid")
+            self.post_message(KnobChanged(self.knob.key, None))
+            return
+        try:
+            value = catalogue.coerce(self.knob.key, text)
+        except ConfigError as exc:
+            event.input.add_class("-invalid")
+            self.post_message(KnobInvalid(self.knob.key, str(exc)))
+            return
+        event.input.remove_class("-invalid")
+        self.post_message(KnobChanged(self.knob.key, value))
+
+    def on_descendant_focus(self, event: DescendantFocus) -> None:
+        self.post_message(KnobFocused(self.knob.key))
+
+
+class KnobPanel(VerticalScroll):
+    """All knobs by group, in catalogue order."""
+
+    def __init__(self, version: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.version = version
+
+    def compose(self) -> ComposeResult:
+        for group, items in catalogue.groups().items():
+            title = catalogue.GROUP_TITLES.get(group, group)
+            yield Static(title, classes="knob-group")
+            for knob in items:
+                yield KnobRow(knob, catalogue.choices_for(knob, self.version))
+
+    def on_mount(self) -> None:
+        self.border_title = "Knobs"
+
+    def row(self, key: str) -> KnobRow:
+        """The row of a knob by catalogue key."""
+        return self.query_one(f"#knob-{_dom_id(key)}", KnobRow)
+
+    def show_config(self, config: EngineConfig) -> None:
+        """Set every control from ``config`` (attributes down; no messages posted)."""
+        for row in self.query(KnobRow):
+            row.set_value(config.get(row.knob.key))
+
+    def mark_availability(self, version: str | None, platform: str | None) -> int:
+        """Mark knobs that do not apply to the target; returns how many are n/a."""
+        count = 0
+        for row in self.query(KnobRow):
+            verdict = catalogue.available(row.knob, version, platform)
+            row.mark(verdict)
+            count += not verdict.ok
+        self.border_subtitle = f"{count} n/a on {platform or '?'}" if count else ""
+        return count
+
+
+def _dom_id(key: str) -> str:
+    """Knob keys as DOM ids (they are already letters, digits, '-' and '_')."""
+    return key.replace(".", "-")

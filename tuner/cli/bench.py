@@ -1,0 +1,210 @@
+"""``tunelab bench``: benchmark a running OpenAI-compatible server from the shell.
+
+The same code the TUI uses (tuner.bench.run_benchmark), with a Rich live
+progress line on stderr and a results table, or the result JSON — same keys
+as ``vllm bench serve`` plus a ``tunelab`` block — with ``--json`` or
+``--output``. Exit status: 0 when requests completed, 1 when every request
+failed, 2 for input tunelab cannot use (bad workload, unreachable server).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+if TYPE_CHECKING:
+    from tuner.bench.progress import BenchProgress
+    from tuner.bench.runner import BenchResult
+
+
+def register(app: typer.Typer) -> None:
+    """Adds the ``bench`` command to the tunelab CLI."""
+    app.command("bench")(bench_command)
+
+
+def _fail(message: str) -> typer.Exit:
+    typer.echo(f"tunelab bench: {message}", err=True)
+    return typer.Exit(2)
+
+
+def bench_command(
+    url: Annotated[str, typer.Option("--url", help="Server base URL, e.g. http://127.0.0.1:8000.")],
+    model: Annotated[
+        str | None, typer.Option("--model", help="Model name; default: the server's first model.")
+    ] = None,
+    input_len: Annotated[int, typer.Option("--input-len", help="Prompt tokens.")] = 128,
+    output_len: Annotated[int, typer.Option("--output-len", help="Output tokens.")] = 128,
+    num_prompts: Annotated[int, typer.Option("--num-prompts", help="Requests to send.")] = 64,
+    concurrency: Annotated[
+        int | None, typer.Option("--concurrency", help="Most requests in flight.")
+    ] = None,
+    request_rate: Annotated[
+        float, typer.Option("--request-rate", help="Arrivals per second (default: all at once).")
+    ] = math.inf,
+    burstiness: Annotated[
+        float, typer.Option("--burstiness", help="Gamma shape of arrivals; 1 = Poisson.")
+    ] = 1.0,
+    range_ratio: Annotated[
+        float, typer.Option("--range-ratio", help="Length spread: n*(1-r)..n*(1+r).")
+    ] = 0.0,
+    duration: Annotated[
+        float | None, typer.Option("--duration", help="Run for this many seconds instead.")
+    ] = None,
+    warmup: Annotated[int, typer.Option("--warmup", help="Uncounted warm-up requests.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", help="Makes prompts and arrivals repeatable.")] = 0,
+    dataset: Annotated[
+        Path | None, typer.Option("--dataset", help="ShareGPT JSON file for prompts.")
+    ] = None,
+    endpoint: Annotated[
+        str, typer.Option("--endpoint", help="completions or chat.")
+    ] = "completions",
+    slo: Annotated[
+        str | None, typer.Option("--slo", help="Goodput SLO in ms, e.g. ttft:500,itl:50.")
+    ] = None,
+    tokenizer: Annotated[
+        str | None, typer.Option("--tokenizer", help="tokenizer.json or model dir.")
+    ] = None,
+    request_timeout: Annotated[
+        float, typer.Option("--request-timeout", help="Seconds before a request is cut.")
+    ] = 600.0,
+    stall_timeout: Annotated[
+        float, typer.Option("--stall-timeout", help="Seconds without data before a cut.")
+    ] = 120.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result JSON.")] = False,
+    output: Annotated[
+        Path | None, typer.Option("--output", help="Also write the result JSON here.")
+    ] = None,
+    detailed: Annotated[
+        bool, typer.Option("--detailed", help="Include per-request lists in the JSON.")
+    ] = False,
+) -> None:
+    """Benchmark a running vLLM (or any OpenAI-compatible) server."""
+    from tuner.bench.runner import BenchError, run_benchmark
+    from tuner.bench.workload import Workload, WorkloadError, parse_slo
+
+    try:
+        wl = Workload(
+            input_len=input_len,
+            output_len=output_len,
+            num_prompts=num_prompts,
+            range_ratio=range_ratio,
+            duration_s=duration,
+            concurrency=concurrency,
+            request_rate=request_rate,
+            burstiness=burstiness,
+            warmup_requests=warmup,
+            seed=seed,
+            dataset_path=str(dataset) if dataset else None,
+            endpoint=endpoint,  # type: ignore[arg-type]
+            slo=parse_slo(slo) if slo else {},
+            request_timeout_s=request_timeout,
+            stall_timeout_s=stall_timeout,
+        )
+    except WorkloadError as exc:
+        raise _fail(str(exc)) from None
+
+    with _LiveProgress(enabled=not as_json) as live:
+        try:
+            result = asyncio.run(
+                run_benchmark(url, model, wl, on_progress=live.update, tokenizer_path=tokenizer)
+            )
+        except (BenchError, WorkloadError) as exc:
+            raise _fail(str(exc)) from None
+
+    data = result.to_dict(detailed=detailed)
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        tmp = output.with_suffix(output.suffix + ".tmp")
+        tmp.write_text(json.dumps(data, indent=2, default=str))
+        tmp.replace(output)  # never a half-written result file
+    if as_json:
+        typer.echo(json.dumps(data, indent=2, default=str))
+    else:
+        _print_table(result)
+    if result.metrics["completed"] == 0:
+        typer.echo("tunelab bench: every request failed (see the failures above)", err=True)
+        raise typer.Exit(1)
+
+
+class _LiveProgress:
+    """A one-line Rich progress bar on stderr fed by BenchProgress events."""
+
+    def __init__(self, enabled: bool) -> None:
+        self._enabled = enabled
+        self._progress: Any = None
+        self._task: Any = None
+
+    def __enter__(self) -> _LiveProgress:
+        if self._enabled:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+            self._progress = Progress(
+                TextColumn("[bold]bench[/]"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[info]}"),
+                console=Console(stderr=True),
+                transient=True,
+            )
+            self._progress.start()
+            self._task = self._progress.add_task("bench", total=None, info="starting…")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+    def update(self, p: BenchProgress) -> None:
+        if self._progress is None:
+            return
+        info = f"{p.tokens_per_s:8.0f} tok/s"
+        if p.ttft_p50_ms is not None:
+            info += f"  TTFT p50 {p.ttft_p50_ms:7.1f} ms  ITL p50 {p.itl_p50_ms or 0:6.1f} ms"
+        if p.failed:
+            info += f"  [red]{p.failed} failed[/]"
+        self._progress.update(self._task, completed=p.done, total=p.total, info=info)
+
+
+def _print_table(result: BenchResult) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    m = result.metrics
+    d = result.to_dict()
+    console = Console()
+    head = Table(title=f"tunelab bench — {result.model} @ {result.url}", show_header=False)
+    head.add_column(style="bold")
+    head.add_column(justify="right")
+    head.add_row("Successful requests", str(m["completed"]))
+    head.add_row("Failed requests", str(m["failed"]))
+    head.add_row("Duration (s)", f"{m['duration']:.2f}")
+    head.add_row(
+        "Total input / output tokens", f"{m['total_input_tokens']} / {m['total_output_tokens']}"
+    )
+    head.add_row("Request throughput (req/s)", f"{m['request_throughput']:.2f}")
+    if m["request_goodput"] is not None:
+        head.add_row("Request goodput (req/s)", f"{m['request_goodput']:.2f}")
+    head.add_row("Output token throughput (tok/s)", f"{m['output_throughput']:.1f}")
+    head.add_row("Total token throughput (tok/s)", f"{m['total_token_throughput']:.1f}")
+    console.print(head)
+    lat = Table(title="Latency (ms)")
+    for col in ("metric", "mean", "median", "std", "p90", "p99"):
+        lat.add_column(col, justify="left" if col == "metric" else "right")
+    for key, label in (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2el", "E2E")):
+        lat.add_row(
+            label,
+            *(f"{m[f'{s}_{key}_ms']:.2f}" for s in ("mean", "median", "std", "p90", "p99")),
+        )
+    console.print(lat)
+    failures = d["tunelab"]["failures"]
+    for kind, count in failures.items():
+        example = d["tunelab"]["failure_examples"].get(kind, "")
+        console.print(f"[red]failed: {count} × {kind}[/] — {example}")
+    for note in result.server.notes:
+        console.print(f"[yellow]server:[/] {note}")

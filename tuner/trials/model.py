@@ -1,0 +1,208 @@
+"""A trial: one engine config, one workload, one objective, and everything measured.
+
+The trial is the unit the store keeps and every study (A/B, sweep, search)
+is built from. It is plain data so the store can write it at each state
+change, the CLI can print it as JSON and the TUI can render it; nested parts
+(findings, benchmark results, server view, telemetry) are kept as the JSON
+dicts their producers already emit, so a stored trial reads the same
+without importing the benchmark or telemetry code.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from dataclasses import dataclass, field, fields
+from enum import StrEnum
+from typing import Any
+
+from tuner.bench.workload import Workload
+from tuner.config import EngineConfig
+
+DEFAULT_STUDY = "default"
+DEFAULT_OBJECTIVE = "output_throughput"
+
+# Objectives where smaller is better (latencies); everything else is maximised.
+_MINIMISE_PREFIXES = ("mean_", "median_", "std_", "p")
+_MINIMISE_SUFFIXES = ("_ms",)
+
+
+class TrialStatus(StrEnum):
+    """Where a trial is in its life; the last four are final."""
+
+    QUEUED = "queued"
+    SKIPPED = "skipped"
+    STARTING = "starting"
+    MEASURING = "measuring"
+    DONE = "done"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+    @property
+    def active(self) -> bool:
+        """An engine may be running for the trial (what ``recover()`` cleans up)."""
+        return self in (TrialStatus.STARTING, TrialStatus.MEASURING)
+
+    @property
+    def final(self) -> bool:
+        """Nothing more will happen to the trial."""
+        return self in (TrialStatus.SKIPPED, TrialStatus.DONE, TrialStatus.FAILED, TrialStatus.INTERRUPTED)
+
+
+def new_trial_id() -> str:
+    """A short random id (12 hex digits): unique enough per store, short enough to type."""
+    return uuid.uuid4().hex[:12]
+
+
+def objective_minimised(name: str) -> bool:
+    """True for latency-like objectives (``p99_ttft_ms``, ``mean_e2el_ms``): lower is better."""
+    return name.endswith(_MINIMISE_SUFFIXES) and name.startswith(_MINIMISE_PREFIXES)
+
+
+@dataclass
+class Trial:
+    """One measured (or skipped, or failed) run of a config under a workload.
+
+    Attributes:
+        config: The engine config that was (or will be) started.
+        workload: The benchmark workload.
+        study: Name of the study the trial belongs to.
+        objective: The result key that ranks trials (vLLM bench key, e.g.
+            ``output_throughput``; latency keys such as ``p99_ttft_ms`` are minimised).
+        id: Short unique id.
+        status: See TrialStatus.
+        findings: Rule findings (``Finding.to_dict()`` form), errors first.
+        backend_requested: ``attention-backend`` the config asks for (None: vLLM picks).
+        backend_actual: The backend vLLM reported using.
+        backend_inferred: True when the backend was implied by the platform, not logged.
+        startup_seconds: Engine launch to healthy.
+        results: The benchmark result (``BenchResult.to_dict()``, vLLM key names).
+        server: The server's own view from /metrics (KV-cache peak, preemptions...).
+        telemetry: GPU window summary over the measured run: peak VRAM, mean
+            power, energy and tokens per joule (None without GPU telemetry).
+        vllm_version: vLLM version of the engine's interpreter.
+        platform: rocm, cuda or cpu.
+        gpu_names: Names of the GPUs the engine could see.
+        gpu_slot: The CUDA_VISIBLE_DEVICES value the engine ran with, if any.
+        log_path: The engine's log file.
+        failure_reason: Why the trial failed or was interrupted.
+        created_at, started_at, finished_at: Unix times.
+        arm: A/B arm label ("A"/"B"), or None.
+        repeat: Repeat index within an A/B or sweep point, or None.
+        tags: Free labels for studies (e.g. the swept knob and value).
+        timings: Seconds spent per phase (rules, start, bench, stop, total),
+            from which the tuner's own overhead is computed.
+        engine_pid, engine_created: The engine root process while it runs
+            (pid + create time, so recovery never kills a reused pid).
+        owner_pid, owner_created: The tunelab process running the trial.
+    """
+
+    config: EngineConfig
+    workload: Workload
+    study: str = DEFAULT_STUDY
+    objective: str = DEFAULT_OBJECTIVE
+    id: str = field(default_factory=new_trial_id)
+    status: TrialStatus = TrialStatus.QUEUED
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    backend_requested: str | None = None
+    backend_actual: str | None = None
+    backend_inferred: bool = False
+    startup_seconds: float | None = None
+    results: dict[str, Any] | None = None
+    server: dict[str, Any] | None = None
+    telemetry: dict[str, Any] | None = None
+    vllm_version: str | None = None
+    platform: str | None = None
+    gpu_names: list[str] = field(default_factory=list)
+    gpu_slot: str | None = None
+    log_path: str | None = None
+    failure_reason: str | None = None
+    created_at: float = field(default_factory=time.time)
+    started_at: float | None = None
+    finished_at: float | None = None
+    arm: str | None = None
+    repeat: int | None = None
+    tags: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    engine_pid: int | None = None
+    engine_created: float | None = None
+    owner_pid: int | None = None
+    owner_created: float | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.status, TrialStatus):
+            self.status = TrialStatus(self.status)
+        if self.backend_requested is None:
+            wanted = self.config.engine.get("attention-backend")
+            self.backend_requested = str(wanted) if wanted else None
+
+    # -- reading ------------------------------------------------------------
+    @property
+    def short_id(self) -> str:
+        """The first 8 characters: what tables print."""
+        return self.id[:8]
+
+    @property
+    def config_id(self) -> str:
+        return self.config.config_id
+
+    @property
+    def objective_value(self) -> float | None:
+        """The objective's value in the results, None when missing or not a finite number."""
+        return metric(self, self.objective)
+
+    @property
+    def minimise(self) -> bool:
+        """Whether a smaller objective value is better."""
+        return objective_minimised(self.objective)
+
+    @property
+    def elapsed_s(self) -> float | None:
+        """Seconds from start to end of the run (None if it never started or has not ended)."""
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return self.finished_at - self.started_at
+
+    # -- (de)serialisation ----------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (what ``--json`` prints and the store writes)."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "config":
+                value = value.canonical()
+            elif f.name == "workload":
+                value = value.to_dict()
+            elif f.name == "status":
+                value = str(value)
+            out[f.name] = value
+        out["config_id"] = self.config_id
+        out["objective_value"] = self.objective_value
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Trial:
+        """Inverse of to_dict (derived keys are ignored; unknown keys are an error)."""
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k not in ("config_id", "objective_value")}
+        unknown = set(values) - known
+        if unknown:
+            raise ValueError(f"unknown trial field(s): {', '.join(sorted(unknown))}")
+        cfg = values["config"]
+        values["config"] = cfg if isinstance(cfg, EngineConfig) else EngineConfig(**cfg)
+        wl = values["workload"]
+        values["workload"] = wl if isinstance(wl, Workload) else Workload.from_dict(wl)
+        return cls(**values)
+
+
+def metric(trial: Trial, key: str) -> float | None:
+    """A numeric result of ``trial`` by vLLM bench key (also ``tokens_per_joule``, ``energy_j``...)."""
+    sources = [trial.results or {}, trial.telemetry or {}]
+    for source in sources:
+        value = source.get(key)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        if math.isfinite(value):
+            return float(value)
+    return None

@@ -1,0 +1,440 @@
+"""The trial store: SQLite that never loses a result, even when tunelab is killed.
+
+One row per trial in ``data_dir()/tunelab.db``. Every state change is its
+own committed transaction (WAL journal, ``synchronous=FULL``), so a SIGKILL
+at any point leaves the last committed state readable. While a trial runs
+its row names the engine's root process and the tunelab process that owns
+it (pid plus create time, so a reused pid is never mistaken for them);
+:meth:`TrialStore.recover` marks trials whose owner is gone as interrupted
+and kills what is left of their engine tree. Several tunelab processes can
+write to one store at once: writes take SQLite's write lock up front
+(``BEGIN IMMEDIATE``) and wait for it (busy timeout) instead of failing.
+Scalar fields are columns; nested data (config, workload, findings, results,
+telemetry ...) are JSON columns, readable with any SQLite client.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import math
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tuner.trials.model import Trial, TrialStatus
+
+SCHEMA_VERSION = 1
+DB_NAME = "tunelab.db"
+BUSY_TIMEOUT_S = 30.0
+
+# Nested fields stored as JSON text.
+JSON_FIELDS = ("config", "workload", "findings", "results", "server", "telemetry", "gpu_names", "tags", "timings")
+# Scalar fields stored as plain columns (status as its string value).
+SCALAR_FIELDS = (
+    "study",
+    "objective",
+    "status",
+    "backend_requested",
+    "backend_actual",
+    "backend_inferred",
+    "startup_seconds",
+    "vllm_version",
+    "platform",
+    "gpu_slot",
+    "log_path",
+    "failure_reason",
+    "created_at",
+    "started_at",
+    "finished_at",
+    "arm",
+    "repeat",
+    "engine_pid",
+    "engine_created",
+    "owner_pid",
+    "owner_created",
+)
+_TYPES = {
+    "backend_inferred": "INTEGER",
+    "startup_seconds": "REAL",
+    "created_at": "REAL",
+    "started_at": "REAL",
+    "finished_at": "REAL",
+    "repeat": "INTEGER",
+    "engine_pid": "INTEGER",
+    "engine_created": "REAL",
+    "owner_pid": "INTEGER",
+    "owner_created": "REAL",
+}
+_COLUMNS = ("id", "config_id", *SCALAR_FIELDS, *JSON_FIELDS)
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS trials (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    config_id TEXT NOT NULL,
+    {", ".join(f"{name} {_TYPES.get(name, 'TEXT')}" for name in SCALAR_FIELDS)},
+    {", ".join(f"{name} TEXT" for name in JSON_FIELDS)},
+    updated_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS trials_study ON trials(study);
+CREATE INDEX IF NOT EXISTS trials_status ON trials(status);
+"""
+
+
+class StoreError(RuntimeError):
+    """The store cannot do what was asked; the message says what to do instead."""
+
+
+class TrialNotFound(StoreError, KeyError):
+    """No trial matches an id or prefix (or the prefix is ambiguous)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+@dataclass(frozen=True)
+class StudySummary:
+    """One study in the store: how many trials in which state."""
+
+    name: str
+    trials: int
+    counts: dict[str, int]
+    first_at: float
+    last_at: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "trials": self.trials,
+            "counts": self.counts,
+            "first_at": self.first_at,
+            "last_at": self.last_at,
+        }
+
+
+def default_path() -> Path:
+    """``data_dir()/tunelab.db`` (moved wholesale by TUNELAB_HOME)."""
+    from tuner import paths
+
+    return paths.data_dir() / DB_NAME
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, default=_json_default, allow_nan=True, sort_keys=False)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, set | tuple | frozenset):
+        return list(value)
+    return str(value)
+
+
+class TrialStore:
+    """The trial database.
+
+    Args:
+        path: SQLite file; default ``data_dir()/tunelab.db``.
+        timeout: Seconds a writer waits for another process's write lock.
+
+    Raises:
+        StoreError: When the file is not a tunelab store or was written by a
+            newer tunelab (schema version above this one's).
+    """
+
+    def __init__(self, path: str | Path | None = None, *, timeout: float = BUSY_TIMEOUT_S) -> None:
+        self.path = Path(path) if path is not None else default_path()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        try:
+            self._conn = sqlite3.connect(
+                str(self.path), timeout=timeout, isolation_level=None, check_same_thread=False
+            )
+            self._conn.row_factory = sqlite3.Row
+            self._conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+            self._conn.execute("PRAGMA journal_mode = WAL")
+            self._conn.execute("PRAGMA synchronous = FULL")
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(
+                f"{self.path} is not a usable tunelab store ({exc}); move it aside or pass another path"
+            ) from None
+
+    # -- connection ----------------------------------------------------------
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> TrialStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction, holding SQLite's write lock from its start."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path} has schema version {version}, newer than this tunelab's "
+                f"({SCHEMA_VERSION}); upgrade tunelab or use another store"
+            )
+        if version == SCHEMA_VERSION:
+            return
+        with self._write() as conn:
+            # Re-read inside the lock: another process may have created it meanwhile.
+            if conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
+                return
+            conn.executescript("SAVEPOINT schema;" + _SCHEMA + "RELEASE schema;")
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    # -- rows --------------------------------------------------------------------
+    @staticmethod
+    def _row_values(trial: Trial) -> dict[str, Any]:
+        data = trial.to_dict()
+        out: dict[str, Any] = {"id": trial.id, "config_id": trial.config_id}
+        for name in SCALAR_FIELDS:
+            value = data[name]
+            out[name] = int(value) if isinstance(value, bool) else value
+        for name in JSON_FIELDS:
+            value = data[name]
+            out[name] = None if value is None else _json(value)
+        return out
+
+    @staticmethod
+    def _from_row(row: sqlite3.Row) -> Trial:
+        data: dict[str, Any] = {"id": row["id"]}
+        for name in SCALAR_FIELDS:
+            data[name] = row[name]
+        data["backend_inferred"] = bool(data["backend_inferred"])
+        for name in JSON_FIELDS:
+            raw = row[name]
+            data[name] = None if raw is None else json.loads(raw)
+        for name in ("findings", "gpu_names"):
+            data[name] = data[name] or []
+        for name in ("tags", "timings"):
+            data[name] = data[name] or {}
+        return Trial.from_dict(data)
+
+    # -- writing -----------------------------------------------------------------
+    def add(self, trial: Trial) -> Trial:
+        """Inserts a new trial (its current state), committed at once.
+
+        Raises:
+            StoreError: When a trial with that id is already stored.
+        """
+        values = self._row_values(trial)
+        cols = ", ".join(values)
+        marks = ", ".join("?" for _ in values)
+        try:
+            with self._write() as conn:
+                conn.execute(
+                    f"INSERT INTO trials ({cols}, updated_at) VALUES ({marks}, ?)",
+                    [*values.values(), time.time()],
+                )
+        except sqlite3.IntegrityError:
+            raise StoreError(f"trial {trial.id} is already in the store") from None
+        return trial
+
+    def save(self, trial: Trial) -> Trial:
+        """Writes every field of ``trial`` (insert or replace), committed at once."""
+        values = self._row_values(trial)
+        sets = ", ".join(f"{k} = excluded.{k}" for k in values if k != "id")
+        cols = ", ".join(values)
+        marks = ", ".join("?" for _ in values)
+        with self._write() as conn:
+            conn.execute(
+                f"INSERT INTO trials ({cols}, updated_at) VALUES ({marks}, ?) "
+                f"ON CONFLICT(id) DO UPDATE SET {sets}, updated_at = excluded.updated_at",
+                [*values.values(), time.time()],
+            )
+        return trial
+
+    def update_status(self, trial: Trial, status: TrialStatus | str, **changes: Any) -> Trial:
+        """Moves ``trial`` to ``status`` (and sets any other fields given), in one transaction.
+
+        The in-memory trial is updated too, so callers keep one object.
+
+        Raises:
+            StoreError: For a field name Trial does not have.
+        """
+        status = TrialStatus(status)
+        for key in changes:
+            if not hasattr(trial, key) or key in ("id", "config", "workload"):
+                raise StoreError(f"cannot set {key!r} on a trial")
+        trial.status = status
+        for key, value in changes.items():
+            setattr(trial, key, value)
+        if status.final and trial.finished_at is None:
+            trial.finished_at = time.time()
+        if status.final:
+            trial.engine_pid = trial.engine_created = None
+        self.save(trial)
+        return trial
+
+    def save_result(
+        self,
+        trial: Trial,
+        results: dict[str, Any],
+        *,
+        server: dict[str, Any] | None = None,
+        telemetry: dict[str, Any] | None = None,
+    ) -> Trial:
+        """Records a finished measurement and marks the trial done, in one transaction."""
+        return self.update_status(
+            trial, TrialStatus.DONE, results=results, server=server, telemetry=telemetry
+        )
+
+    def delete(self, trial_id: str) -> None:
+        """Removes one trial (by full id)."""
+        with self._write() as conn:
+            conn.execute("DELETE FROM trials WHERE id = ?", (trial_id,))
+
+    # -- reading -----------------------------------------------------------------
+    def get(self, key: str) -> Trial:
+        """The trial with id ``key`` or the one whose id starts with ``key``.
+
+        Raises:
+            TrialNotFound: No trial matches, or the prefix matches several.
+        """
+        key = key.strip()
+        if not key:
+            raise TrialNotFound("no trial id given; `tunelab results` lists them")
+        with self._lock:
+            row = self._conn.execute("SELECT * FROM trials WHERE id = ?", (key,)).fetchone()
+            if row is not None:
+                return self._from_row(row)
+            pattern = key.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            rows = self._conn.execute(
+                "SELECT * FROM trials WHERE id LIKE ? ESCAPE '\\' ORDER BY seq LIMIT 6", (pattern,)
+            ).fetchall()
+        if not rows:
+            raise TrialNotFound(f"no trial with id {key!r} in {self.path}; `tunelab results` lists them")
+        if len(rows) > 1:
+            ids = ", ".join(r["id"] for r in rows[:5])
+            raise TrialNotFound(f"trial id prefix {key!r} is ambiguous ({ids}...); give more characters")
+        return self._from_row(rows[0])
+
+    def list(self, study: str | None = None, status: TrialStatus | str | None = None) -> list[Trial]:
+        """Trials in the order they were added, optionally of one study and/or status."""
+        where, args = [], []
+        if study is not None:
+            where.append("study = ?")
+            args.append(study)
+        if status is not None:
+            where.append("status = ?")
+            args.append(str(TrialStatus(status)))
+        sql = "SELECT * FROM trials" + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY seq"
+        with self._lock:
+            rows = self._conn.execute(sql, args).fetchall()
+        return [self._from_row(r) for r in rows]
+
+    def studies(self) -> list[StudySummary]:
+        """Every study with its trial counts per status, oldest first."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT study, status, COUNT(*) AS n, MIN(created_at) AS first, MAX(created_at) AS last "
+                "FROM trials GROUP BY study, status"
+            ).fetchall()
+        grouped: dict[str, dict[str, Any]] = {}
+        for r in rows:
+            entry = grouped.setdefault(r["study"], {"counts": {}, "first": r["first"], "last": r["last"]})
+            entry["counts"][r["status"]] = r["n"]
+            entry["first"] = min(entry["first"], r["first"])
+            entry["last"] = max(entry["last"], r["last"])
+        out = [
+            StudySummary(name, sum(e["counts"].values()), e["counts"], e["first"], e["last"])
+            for name, e in grouped.items()
+        ]
+        return sorted(out, key=lambda s: s.first_at)
+
+    # -- crash recovery ----------------------------------------------------------
+    def recover(self) -> list[Trial]:
+        """Marks trials left starting/measuring by a dead tunelab as interrupted.
+
+        A trial counts as orphaned when the tunelab process that ran it (pid +
+        create time in the row) is gone; trials of live tunelab processes —
+        this one or another sharing the store — are left alone. If the
+        orphan's engine tree is still alive (its reaper should have ended it,
+        but may itself have been killed), it is killed here.
+
+        Returns:
+            The trials marked interrupted.
+        """
+        from tuner.engine import proctree
+
+        recovered: list[Trial] = []
+        for trial in self.list():
+            if not trial.status.active or _process_alive(trial.owner_pid, trial.owner_created):
+                continue
+            stage = str(trial.status)
+            engine_note = ""
+            if trial.engine_pid and _process_alive(trial.engine_pid, trial.engine_created):
+                left = proctree.kill_tree(trial.engine_pid, graceful=0.0, term=2.0)
+                engine_note = (
+                    f"; its engine (pid {trial.engine_pid}) was still running and was killed"
+                    if not left
+                    else f"; its engine (pid {trial.engine_pid}) could not be killed: {sorted(r.pid for r in left)}"
+                )
+            # Re-read under the write lock: another process may have recovered it first.
+            with self._write() as conn:
+                row = conn.execute("SELECT status FROM trials WHERE id = ?", (trial.id,)).fetchone()
+                if row is None or row["status"] != stage:
+                    continue
+                trial.status = TrialStatus.INTERRUPTED
+                trial.failure_reason = (
+                    f"tunelab stopped while the trial was {stage} (interrupted){engine_note}"
+                )
+                trial.finished_at = trial.finished_at or time.time()
+                trial.engine_pid = trial.engine_created = None
+                values = self._row_values(trial)
+                sets = ", ".join(f"{k} = ?" for k in values if k != "id")
+                conn.execute(
+                    f"UPDATE trials SET {sets}, updated_at = ? WHERE id = ?",
+                    [*(v for k, v in values.items() if k != "id"), time.time(), trial.id],
+                )
+            recovered.append(trial)
+        return recovered
+
+
+def _process_alive(pid: int | None, created: float | None) -> bool:
+    """Whether ``pid`` still runs and is the same process (create time matches)."""
+    if not pid:
+        return False
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        if created is not None and abs(proc.create_time() - created) > 0.01:
+            return False
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return False
+
+
+def this_process() -> tuple[int, float]:
+    """(pid, create time) of the running tunelab process, for the owner columns."""
+    import psutil
+
+    pid = os.getpid()
+    return pid, psutil.Process(pid).create_time()
