@@ -23,12 +23,16 @@ from tuner.export.errors import ExportError
 from tuner.export.files import atomic_write
 from tuner.export.render import export
 
-CONFIG = EngineConfig(model="org/model", env={"VLLM_ROCM_USE_AITER": "1"}, engine={"max-num-seqs": 8})
+CONFIG = EngineConfig(
+    model="org/model", env={"VLLM_ROCM_USE_AITER": "1"}, engine={"max-num-seqs": 8}
+)
 
 
 def _mount_tmpfs(path: Path, options: str) -> bool:
     proc = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True, check=False
+        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)],
+        capture_output=True,
+        check=False,
     )
     return proc.returncode == 0
 
@@ -110,7 +114,9 @@ def test_disk_full_fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     assert list(tmp_path.iterdir()) == []
 
 
-def test_failure_midway_removes_files_this_export_created(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failure_midway_removes_files_this_export_created(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """FAKE: the third file's fsync fails; the two written before it are removed again."""
     real_fsync = os.fsync
     calls = {"n": 0}
@@ -159,5 +165,7 @@ def test_secrets_are_never_written(tmp_path: Path) -> None:
 
 
 def test_unknown_format(tmp_path: Path) -> None:
-    with pytest.raises(ExportError, match="unknown format 'json'; choose from toml, sh, yaml, docker"):
+    with pytest.raises(
+        ExportError, match="unknown format 'json'; choose from toml, sh, yaml, docker"
+    ):
         export(CONFIG, tmp_path, ["toml", "json"])

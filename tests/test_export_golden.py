@@ -26,7 +26,7 @@ from tuner.export.render import FORMATS, export, render_texts
 GOLDEN = Path(__file__).parent / "golden" / "export"
 UPDATE = os.environ.get("TUNELAB_UPDATE_GOLDEN") == "1"
 
-HOSTILE_MODEL = "/models/it's a \"model\" $(touch PWNED) `touch PWNED`\nrm -rf ~ ; é🚀"
+HOSTILE_MODEL = '/models/it\'s a "model" $(touch PWNED) `touch PWNED`\nrm -rf ~ ; é🚀'
 
 
 def hostile_preset():
@@ -36,7 +36,7 @@ def hostile_preset():
         env={
             "VLLM_ROCM_USE_AITER": "1",
             "NCCL_DEBUG": "INFO'; touch PWNED; echo '",
-            "VLLM_CUSTOM_TEXT": "line1\nline2 $HOME `id` \\ \"q\"",
+            "VLLM_CUSTOM_TEXT": 'line1\nline2 $HOME `id` \\ "q"',
         },
         engine={
             "max-num-batched-tokens": 32768,
@@ -44,7 +44,7 @@ def hostile_preset():
             "enable-prefix-caching": False,
             "gpu-memory-utilization": 0.9,
             "served-model-name": "name with spaces & $(touch PWNED)",
-            "compilation-config": {"level": 3, "note": "it's \"quoted\"\n$(x)"},
+            "compilation-config": {"level": 3, "note": 'it\'s "quoted"\n$(x)'},
         },
     )
     return preset_from_config(
@@ -52,7 +52,11 @@ def hostile_preset():
         "hostile",
         description="Description with a newline\n; touch PWNED # and a $(command)",
         target=PresetTarget(
-            model="", vllm_version="0.12.0", platform="rocm", gpu_name="AMD Instinct MI300X", gpu_count=1
+            model="",
+            vllm_version="0.12.0",
+            platform="rocm",
+            gpu_name="AMD Instinct MI300X",
+            gpu_count=1,
         ),
         provenance=Provenance(sources=["test §hostile strings"], trial_id="t-0001\n$(touch PWNED)"),
         created="2026-01-31T12:00:00Z",
@@ -96,7 +100,9 @@ def all_scripts(tmp_path: Path) -> list[Path]:
     scripts = [GOLDEN / "hostile.sh", GOLDEN / "hostile.docker.sh"]
     for toml in sorted(shipped_dir().glob("*.toml")):
         preset = load_preset(toml, resolve=False)
-        scripts += [p for p in export(preset, tmp_path / toml.stem, ["sh", "docker"]) if p.suffix == ".sh"]
+        scripts += [
+            p for p in export(preset, tmp_path / toml.stem, ["sh", "docker"]) if p.suffix == ".sh"
+        ]
     return scripts
 
 
@@ -115,7 +121,7 @@ def test_shellcheck_clean(tmp_path: Path) -> None:
 def test_shellcheck_catches_a_bad_script(tmp_path: Path) -> None:
     """The check can fail: an unquoted variable is reported."""
     bad = tmp_path / "bad.sh"
-    bad.write_text('#!/usr/bin/env bash\nMODEL=$1\nexec vllm serve $MODEL\n')
+    bad.write_text("#!/usr/bin/env bash\nMODEL=$1\nexec vllm serve $MODEL\n")
     proc = subprocess.run([shellcheck_bin(), str(bad)], capture_output=True, text=True, check=False)
     assert proc.returncode != 0
     assert "SC2086" in proc.stdout

@@ -89,7 +89,9 @@ def typed_value(knob: knobs.Knob) -> st.SearchStrategy:
         leaf = st.one_of(hostile, st.integers(-(2**31), 2**31), st.booleans())
         return st.dictionaries(
             st.text(safe_chars, min_size=1, max_size=10),
-            st.one_of(leaf, st.dictionaries(st.text(safe_chars, min_size=1, max_size=5), leaf, max_size=3)),
+            st.one_of(
+                leaf, st.dictionaries(st.text(safe_chars, min_size=1, max_size=5), leaf, max_size=3)
+            ),
             max_size=4,
         )
     return non_blank
@@ -103,7 +105,9 @@ def configs(draw: st.DrawFn) -> EngineConfig:
     for key in draw(st.lists(st.sampled_from(FREE_ENV_KEYS), max_size=3, unique=True)):
         env[key] = draw(hostile)
     engine: dict[str, object] = {}
-    for knob in draw(st.lists(st.sampled_from(ENGINE_KNOBS), max_size=8, unique_by=lambda k: k.key)):
+    for knob in draw(
+        st.lists(st.sampled_from(ENGINE_KNOBS), max_size=8, unique_by=lambda k: k.key)
+    ):
         engine[knob.key] = draw(typed_value(knob))
     for key in draw(st.lists(st.sampled_from(FREE_ENGINE_KEYS), max_size=3, unique=True)):
         engine[key] = draw(hostile)
@@ -113,7 +117,9 @@ def configs(draw: st.DrawFn) -> EngineConfig:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(config=configs(), name=st.from_regex(r"\A[a-z0-9][a-z0-9._-]{0,20}\Z"), description=hostile)
 def test_export_then_import_is_identical(config: EngineConfig, name: str, description: str) -> None:
-    preset = preset_from_config(config, name, description=description, created="2026-01-31T00:00:00Z")
+    preset = preset_from_config(
+        config, name, description=description, created="2026-01-31T00:00:00Z"
+    )
     text = dump_preset(preset)
     loaded = loads_preset(text, resolve=False)
     assert loaded.config.config_id == config.config_id
@@ -139,7 +145,9 @@ def make_stub(bin_dir: Path) -> None:
     stub.chmod(stub.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
 
 
-def run_script(script: Path, workdir: Path, extra_args: list[str], extra_env: dict[str, str]) -> dict:
+def run_script(
+    script: Path, workdir: Path, extra_args: list[str], extra_env: dict[str, str]
+) -> dict:
     out = workdir / "captured.json"
     env = {
         "PATH": f"{workdir / 'bin'}:/usr/bin:/bin",
@@ -160,7 +168,9 @@ def run_script(script: Path, workdir: Path, extra_args: list[str], extra_env: di
     return json.loads(out.read_text(encoding="utf-8"))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(config=configs(), description=hostile, extra=st.lists(hostile, max_size=3))
 def test_launch_script_passes_exact_argv_and_env(
     tmp_path_factory, config: EngineConfig, description: str, extra: list[str]
@@ -168,14 +178,24 @@ def test_launch_script_passes_exact_argv_and_env(
     work = tmp_path_factory.mktemp("run")
     make_stub(work / "bin")
     header = header_lines(
-        preset_name="p", description=description, trial_id=description, config_id=config.config_id,
-        created="now", target=description,
+        preset_name="p",
+        description=description,
+        trial_id=description,
+        config_id=config.config_id,
+        created="now",
+        target=description,
     )
     script = work / "launch.sh"
     script.write_text(render_script(config, header), encoding="utf-8")
     captured = run_script(script, work, extra, {"PORT": "9123"})
     assert captured["argv"] == [
-        "serve", *config.serve_args(), "--host", "0.0.0.0", "--port", "9123", *extra
+        "serve",
+        *config.serve_args(),
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "9123",
+        *extra,
     ]
     for name, value in config.env_vars().items():
         assert captured["env"][name] == value
@@ -193,11 +213,23 @@ def test_module_entry_and_overrides(tmp_path: Path) -> None:
     fake_python.write_text((tmp_path / "bin" / "vllm").read_text())
     fake_python.chmod(0o755)
     captured = run_script(
-        script, tmp_path, ["--enforce-eager"], {"VLLM_ENTRY": "module", "PYTHON": str(fake_python), "HOST": "127.0.0.1"}
+        script,
+        tmp_path,
+        ["--enforce-eager"],
+        {"VLLM_ENTRY": "module", "PYTHON": str(fake_python), "HOST": "127.0.0.1"},
     )
     assert captured["argv"] == [
-        "-m", "vllm.entrypoints.openai.api_server", "--model", "m $(touch PWNED)",
-        "--max-num-seqs", "8", "--host", "127.0.0.1", "--port", "8000", "--enforce-eager",
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        "m $(touch PWNED)",
+        "--max-num-seqs",
+        "8",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "8000",
+        "--enforce-eager",
     ]
     assert not (tmp_path / "PWNED").exists()
 
@@ -206,8 +238,11 @@ def test_bad_entry_is_refused(tmp_path: Path) -> None:
     script = tmp_path / "launch.sh"
     script.write_text(render_script(EngineConfig(model="m"), []))
     proc = subprocess.run(
-        ["bash", str(script)], env={"PATH": os.environ["PATH"], "VLLM_ENTRY": "nope"},
-        capture_output=True, text=True, check=False,
+        ["bash", str(script)],
+        env={"PATH": os.environ["PATH"], "VLLM_ENTRY": "nope"},
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert proc.returncode == 2
     assert "VLLM_ENTRY must be 'serve' or 'module'" in proc.stderr

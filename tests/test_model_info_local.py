@@ -271,7 +271,9 @@ def test_hub_path_uses_config_and_safetensors_metadata(
     assert info.weight_bytes == 1000 * 2 + 10 * 4 and info.param_count == 1010
 
 
-def test_hub_failure_is_a_clear_model_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_hub_failure_is_a_clear_model_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     import huggingface_hub
     import huggingface_hub.constants as hc
 
@@ -290,7 +292,12 @@ def test_generated_demo_model() -> None:
     demo = pytest.importorskip("tuner.demo_model")
     shape = demo.SHAPE
     info = analyze(str(demo.ensure_demo_model()))
-    h, v, i, n = shape.hidden_size, shape.vocab_size, shape.intermediate_size, shape.num_hidden_layers
+    h, v, i, n = (
+        shape.hidden_size,
+        shape.vocab_size,
+        shape.intermediate_size,
+        shape.num_hidden_layers,
+    )
     head_dim = h // shape.num_attention_heads
     kv = shape.num_key_value_heads * head_dim
     per_layer = h * h + 2 * h * kv + h * h + 3 * h * i + 2 * h

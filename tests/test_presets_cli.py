@@ -71,7 +71,9 @@ def test_show_unknown(app: typer.Typer) -> None:
         ("cpu-demo", None),
     ],
 )
-def test_every_shipped_preset_passes_check_on_its_target(app: typer.Typer, name: str, config: str | None) -> None:
+def test_every_shipped_preset_passes_check_on_its_target(
+    app: typer.Typer, name: str, config: str | None
+) -> None:
     args = ["check", name, "--no-compare-installed", "--json"]
     if config:
         args += ["--model-config", str(HF / f"{config}.json")]
@@ -99,7 +101,9 @@ def test_check_schema_errors_exit_1(app: typer.Typer, tmp_path: Path) -> None:
 
 def test_check_rule_errors_on_another_target_exit_1(app: typer.Typer) -> None:
     """fp8-kv-cache uses calculate-kv-scales, which vLLM 0.28 removed."""
-    code, out = run(app, "check", "fp8-kv-cache", "--vllm-version", "0.30.0", "--no-compare-installed")
+    code, out = run(
+        app, "check", "fp8-kv-cache", "--vllm-version", "0.30.0", "--no-compare-installed"
+    )
     assert code == 1
     assert "calculate-kv-scales was removed in vLLM 0.28.0" in out
 

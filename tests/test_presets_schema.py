@@ -148,11 +148,25 @@ def test_invalid_toml_reports_the_line() -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["LD_PRELOAD", "LD_LIBRARY_PATH", "PATH", "PYTHONPATH", "PYTHONSTARTUP", "BASH_ENV", "ENV",
-     "PROMPT_COMMAND", "HSA_TOOLS_LIB", "NCCL_NET_PLUGIN", "OMP_TOOL_LIBRARIES", "EDITOR"],
+    [
+        "LD_PRELOAD",
+        "LD_LIBRARY_PATH",
+        "PATH",
+        "PYTHONPATH",
+        "PYTHONSTARTUP",
+        "BASH_ENV",
+        "ENV",
+        "PROMPT_COMMAND",
+        "HSA_TOOLS_LIB",
+        "NCCL_NET_PLUGIN",
+        "OMP_TOOL_LIBRARIES",
+        "EDITOR",
+    ],
 )
 def test_code_running_env_is_refused_unless_allowed(name: str) -> None:
-    text = BASE.replace('VLLM_ROCM_USE_AITER = "1"', f'VLLM_ROCM_USE_AITER = "1"\n{name} = "/tmp/evil.so"')
+    text = BASE.replace(
+        'VLLM_ROCM_USE_AITER = "1"', f'VLLM_ROCM_USE_AITER = "1"\n{name} = "/tmp/evil.so"'
+    )
     (issue,) = errors_of(text)
     assert issue.key == f"env.{name}"
     assert f"--allow-env {name}" in issue.fix
@@ -161,7 +175,9 @@ def test_code_running_env_is_refused_unless_allowed(name: str) -> None:
     assert preset.config.env[name] == "/tmp/evil.so"
 
 
-@pytest.mark.parametrize("name", ["HF_TOKEN", "GITHUB_TOKEN", "VLLM_API_KEY", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD"])
+@pytest.mark.parametrize(
+    "name", ["HF_TOKEN", "GITHUB_TOKEN", "VLLM_API_KEY", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD"]
+)
 def test_secrets_are_refused_even_when_allowed(name: str) -> None:
     text = BASE.replace('VLLM_ROCM_USE_AITER = "1"', f'{name} = "s3cr3t"')
     (issue,) = errors_of(text, allow_env=(name,))
@@ -170,12 +186,18 @@ def test_secrets_are_refused_even_when_allowed(name: str) -> None:
 
 
 def test_tuning_variables_with_token_in_the_name_are_not_secrets() -> None:
-    text = BASE.replace('VLLM_ROCM_USE_AITER = "1"', 'VLLM_MULTI_STREAM_GEMM_TOKEN_THRESHOLD = "1024"')
-    assert loads_preset(text, resolve=False).config.env == {"VLLM_MULTI_STREAM_GEMM_TOKEN_THRESHOLD": "1024"}
+    text = BASE.replace(
+        'VLLM_ROCM_USE_AITER = "1"', 'VLLM_MULTI_STREAM_GEMM_TOKEN_THRESHOLD = "1024"'
+    )
+    assert loads_preset(text, resolve=False).config.env == {
+        "VLLM_MULTI_STREAM_GEMM_TOKEN_THRESHOLD": "1024"
+    }
 
 
 def test_env_values_are_normalised_like_set() -> None:
-    text = BASE.replace('VLLM_ROCM_USE_AITER = "1"', "VLLM_ROCM_USE_AITER = true\nNCCL_MIN_NCHANNELS = 112")
+    text = BASE.replace(
+        'VLLM_ROCM_USE_AITER = "1"', "VLLM_ROCM_USE_AITER = true\nNCCL_MIN_NCHANNELS = 112"
+    )
     preset = loads_preset(text, resolve=False)
     assert preset.config.env == {"VLLM_ROCM_USE_AITER": "1", "NCCL_MIN_NCHANNELS": "112"}
 
@@ -210,7 +232,7 @@ def test_size_limit(tmp_path: Path) -> None:
 
 def test_not_utf8(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
-    bad.write_bytes(BASE.encode() + b'\n# \xff\xfe\n')
+    bad.write_bytes(BASE.encode() + b"\n# \xff\xfe\n")
     with pytest.raises(PresetError) as info:
         load_preset(bad, resolve=False)
     assert "not UTF-8" in str(info.value)
@@ -234,7 +256,9 @@ def test_error_message_lists_file_line_and_fix(tmp_path: Path) -> None:
 
 
 def test_compilation_config_json_string_becomes_a_table() -> None:
-    preset = loads_preset(BASE + "compilation-config = '{\"cudagraph_mode\": \"FULL\"}'\n", resolve=False)
+    preset = loads_preset(
+        BASE + 'compilation-config = \'{"cudagraph_mode": "FULL"}\'\n', resolve=False
+    )
     assert preset.config.engine["compilation-config"] == {"cudagraph_mode": "FULL"}
 
 

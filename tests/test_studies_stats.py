@@ -8,6 +8,7 @@ import random
 import pytest
 
 from tuner.studies.stats import (
+    ArmStats,
     Direction,
     StatsError,
     Verdict,
@@ -17,7 +18,6 @@ from tuner.studies.stats import (
     t_cdf,
     t_quantile,
     welch_interval,
-    ArmStats,
 )
 
 # Two-sided 95% / 99% critical values from any t table.

@@ -102,3 +102,12 @@ class JobFinished(Message):
     summary: str = ""
     result: Any = None
     trials: list[Any] = field(default_factory=list)
+
+
+@dataclass
+class ConfigLoaded(Message):
+    """A starting config is ready (demo, --model or --preset), or why it is not."""
+
+    config: Any | None
+    label: str | None = None
+    error: str | None = None

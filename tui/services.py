@@ -38,8 +38,8 @@ class Services:
         introspect: Returns ``tuner.introspect.VllmInfo`` (slow the first time: run in a thread).
         telemetry: Returns an opened ``tuner.telemetry`` backend (may block: run in a thread).
         telemetry_rate_hz: Sampling rate of the GPU panel.
-        engine_command: Replaces the vLLM command line of every engine (engine doubles in
-            tests only; None in production).
+        engine_command: Builds the command line that replaces vLLM's for a config (engine
+            doubles in tests only; None in production, which starts real vLLM).
         engine_python: Interpreter that runs vLLM.
         store_path: Trial store location (None: the user's data dir).
         startup_timeout: Seconds an engine may take to become healthy.
@@ -49,7 +49,7 @@ class Services:
     introspect: Callable[[], Any] = _introspect
     telemetry: Callable[[], Any] = _telemetry
     telemetry_rate_hz: float = 2.0
-    engine_command: list[str] | None = None
+    engine_command: Callable[[Any], list[str]] | None = None
     engine_python: str = sys.executable
     store_path: Path | None = None
     startup_timeout: float = 600.0

@@ -1,179 +1,48 @@
-"""An engine double: a tiny stdlib HTTP server that answers like a vLLM server, fast.
+"""An engine double: stands in for `vllm serve` where the logic under test is tunelab's own.
 
-This is a *double* of the vLLM engine for tests whose subject is not the
-engine (the multi-worker study, kill-and-resume): it starts in a fraction of a
-second where the real CPU engine needs about a minute on 2 cores. It is
-started through ``EngineSpec.command`` like a real engine and serves
-``/health``, ``/v1/models``, ``/tokenize``, ``/metrics`` and streaming
-``/v1/completions`` in vLLM's SSE format. Its speed depends on knob values,
-so a study over it has a real optimum:
-
-- ``--max-num-seqs N`` (vLLM's flag, passed on the command line like the real
-  engine's arguments): at most N streams generate at once; the others queue.
-- ``DOUBLE_TOKEN_MS`` (environment, i.e. an env knob of the config): the gap
-  between tokens of one stream, in ms (default 2).
-- ``DOUBLE_STARTUP_S``: seconds to sleep before listening (default 0.1).
-- ``DOUBLE_START_LOG``: a file each start appends one JSON line to (pid, argv,
-  knobs), so a test can count how many engines a study really started.
-
-Run: ``python tests/support/engine_double.py --port P [--host H] [vLLM flags]``.
+Run as ``python -m tests.support.engine_double --port N [--plan JSON]
+[--startup S] [--record FILE]``. It logs the GPU-visibility variables it was
+started with (the line a real engine's log would not have), optionally
+sleeps ``--startup`` seconds to mimic start-up, appends a JSON line with its
+pid, CUDA_VISIBLE_DEVICES and start time to ``--record``, then serves the
+programmable OpenAI-compatible stub (``/health``, ``/v1/completions``,
+``/metrics``) on the port. It is named a double because it is one: the
+slot scheduler's concurrency is tested with it, the real CPU engine is used
+everywhere a vLLM behaviour matters.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
+import asyncio
 import json
 import os
-import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-MODEL = "engine-double"
+from tests.support.openai_stub import Plan, serve
 
-
-class _State:
-    def __init__(self, max_num_seqs: int, token_ms: float) -> None:
-        self.slots = threading.BoundedSemaphore(max_num_seqs)
-        self.token_ms = token_ms
-        self.lock = threading.Lock()
-        self.running = 0
-        self.requests = 0
-        self.generated = 0
+VISIBILITY = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
 
 
-def _handler(state: _State) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: object) -> None:
-            return
-
-        def _json(self, code: int, body: object) -> None:
-            raw = json.dumps(body).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
-
-        def do_GET(self) -> None:
-            if self.path == "/health":
-                self._json(200, {})
-            elif self.path == "/v1/models":
-                self._json(200, {"object": "list", "data": [{"id": MODEL, "root": None}]})
-            elif self.path == "/metrics":
-                with state.lock:
-                    text = (
-                        f"vllm:num_requests_running {state.running}\n"
-                        f"vllm:generation_tokens_total {state.generated}\n"
-                    )
-                raw = text.encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-            else:
-                self._json(404, {"error": f"no route {self.path}"})
-
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length", "0"))
-            body = json.loads(self.rfile.read(length) or b"{}")
-            if self.path == "/tokenize":
-                words = str(body.get("prompt", "")).split()
-                self._json(200, {"tokens": list(range(1, len(words) + 1)), "count": len(words)})
-            elif self.path == "/v1/completions":
-                self._complete(body)
-            else:
-                self._json(404, {"error": f"no route {self.path}"})
-
-        def _complete(self, body: dict) -> None:
-            n = int(body.get("max_tokens") or 16)
-            prompt = body.get("prompt", "")
-            prompt_len = len(prompt) if isinstance(prompt, list) else len(str(prompt).split())
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Connection", "close")
-            self.end_headers()
-            self.close_connection = True
-            with state.slots:
-                with state.lock:
-                    state.running += 1
-                    state.requests += 1
-                try:
-                    for i in range(n):
-                        time.sleep(state.token_ms / 1000.0)
-                        chunk = {
-                            "id": "cmpl-double",
-                            "object": "text_completion",
-                            "model": MODEL,
-                            "choices": [{"index": 0, "text": f" t{i}", "finish_reason": None}],
-                            "usage": None,
-                        }
-                        self.wfile.write(
-                            f"data: {json.dumps(chunk, separators=(',', ':'))}\n\n".encode()
-                        )
-                        self.wfile.flush()
-                    with state.lock:
-                        state.generated += n
-                finally:
-                    with state.lock:
-                        state.running -= 1
-            usage = {
-                "id": "cmpl-double",
-                "choices": [],
-                "usage": {
-                    "prompt_tokens": prompt_len,
-                    "completion_tokens": n,
-                    "total_tokens": prompt_len + n,
-                },
-            }
-            self.wfile.write(f"data: {json.dumps(usage, separators=(',', ':'))}\n\n".encode())
-            self.wfile.write(b"data: [DONE]\n\n")
-            self.wfile.flush()
-
-    return Handler
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--max-num-seqs", type=int, default=256)
-    args, unknown = parser.parse_known_args(argv)
-    token_ms = float(os.environ.get("DOUBLE_TOKEN_MS", "2"))
-    startup = float(os.environ.get("DOUBLE_STARTUP_S", "0.1"))
-    log = os.environ.get("DOUBLE_START_LOG")
-    if log:
-        with open(log, "a", encoding="utf-8") as fh:
-            fh.write(
-                json.dumps(
-                    {
-                        "pid": os.getpid(),
-                        "max_num_seqs": args.max_num_seqs,
-                        "token_ms": token_ms,
-                        "argv": sys.argv[1:],
-                        "t": time.time(),
-                    }
-                )
-                + "\n"
-            )
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--plan", default="{}")
+    ap.add_argument("--startup", type=float, default=0.0)
+    ap.add_argument("--record", default=None)
+    args = ap.parse_args()
+    seen = {k: os.environ.get(k) for k in VISIBILITY}
     print(
-        f"engine double: max-num-seqs={args.max_num_seqs} token_ms={token_ms} ignored={unknown}",
+        f"[engine double] pid={os.getpid()} " + " ".join(f"{k}={v}" for k, v in seen.items()),
         flush=True,
     )
-    time.sleep(startup)
-    server = ThreadingHTTPServer(
-        (args.host, args.port), _handler(_State(args.max_num_seqs, token_ms))
-    )
-    server.daemon_threads = True
-    print(f"INFO:     Uvicorn running on http://{args.host}:{args.port}", flush=True)
-    with contextlib.suppress(KeyboardInterrupt):
-        server.serve_forever()
-    return 0
+    if args.startup:
+        time.sleep(args.startup)
+    if args.record:
+        with open(args.record, "a") as fh:
+            fh.write(json.dumps({"pid": os.getpid(), "t": time.time(), **seen}) + "\n")
+    asyncio.run(serve(Plan.from_json(args.plan), args.port))
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()

@@ -26,8 +26,10 @@ from tui.messages import (
     KnobChanged,
     KnobFocused,
     KnobInvalid,
+    JobFinished,
     ModelAnalyzed,
     ModelRequested,
+    RunEvent,
     TelemetryReady,
     WorkloadChanged,
 )
@@ -45,6 +47,9 @@ DEMO_LABEL = "tunelab:demo"
 class MainScreen(Screen[None]):
     """The tuning screen."""
 
+    _backend: str | None = None
+    _stage: str = "starting"
+
     def compose(self) -> ComposeResult:
         session = self.app.session  # type: ignore[attr-defined]
         yield StatusBar(id="status")
@@ -58,7 +63,7 @@ class MainScreen(Screen[None]):
                 yield KnobPanel(id="knobs")
                 yield Static("", id="knob-help")
                 yield FindingsPanel(id="findings")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         session = self.app.session  # type: ignore[attr-defined]
@@ -187,6 +192,55 @@ class MainScreen(Screen[None]):
         else:
             panel.setup(message.count, message.description)
 
+    @on(RunEvent)
+    def _run_event(self, message: RunEvent) -> None:
+        """Render one trial event in the run panel and the header."""
+        from tuner.trials import events as ev
+
+        event, panel = message.event, self.run_panel
+        if isinstance(event, ev.TrialStage):
+            stage = "warm-up" if event.stage == "warmup" else event.stage
+            self._stage = stage
+            if stage == "stopping":
+                self.set_engine_state("stopping")
+            else:
+                self.set_engine_state(stage)
+                panel.stage(stage, self._backend, event.detail if stage != "ready" else "")
+        elif isinstance(event, ev.TrialBackend):
+            self._backend = event.actual or event.requested
+            panel.stage(getattr(self, "_stage", "ready"), self._backend)
+        elif isinstance(event, ev.TrialLog):
+            panel.log(event.line)
+        elif isinstance(event, ev.TrialProgress):
+            p = event.progress
+            panel.progress(p.done, p.total)
+            panel.figures(p.tokens_per_s, p.ttft_p50_ms, p.itl_p50_ms, p.done, p.total)
+        elif isinstance(event, ev.TrialDone):
+            trial = event.trial
+            panel.stage("done", self._backend)
+            panel.note(result_line(trial))
+        elif isinstance(event, ev.TrialFailed):
+            panel.stage("failed", None, event.reason)
+            panel.log(f"FAILED: {event.reason}")
+        elif isinstance(event, ev.TrialSkipped):
+            panel.stage("skipped", None, "the rules found errors; no engine was started")
+
+    @on(JobFinished)
+    def _job_finished(self, message: JobFinished) -> None:
+        panel = self.run_panel
+        panel.end()
+        self._backend = None
+        if message.kind == "ab" and message.ok and message.result is not None:
+            panel.note(message.result.summary())
+            self.notify(f"A/B: {message.result.summary()}", timeout=12)
+        elif message.kind == "sweep" and message.ok and message.result is not None:
+            report = message.result
+            panel.note(f"sweep best: {report.best_values} (trial {str(report.best_trial)[:8]})")
+        elif not message.ok:
+            panel.stage("stopped" if "stopped" in message.summary else "failed", None, message.summary)
+        self.set_engine_state("idle")
+        self.app.jobs.finished(message.job)  # type: ignore[attr-defined]
+
     def show_telemetry(self, snaps: list[Any], histories: list[list[float]]) -> None:
         self.query_one(GpuPanel).show(snaps, histories)
 
@@ -194,7 +248,7 @@ class MainScreen(Screen[None]):
 def model_line(info: Any, config: EngineConfig, target: Target) -> Text:
     """`LlamaForCausalLM · GQA · 0.8 MiB · KV 4.0 KiB/token · fits` for the model panel."""
     out = Text(no_wrap=True, overflow="ellipsis")
-    arch = info.architecture or info.model_type or "?"
+    arch = (info.architecture or info.model_type or "?").removesuffix("ForCausalLM")
     kind = str(info.attention).upper()
     if info.is_moe:
         kind += f" MoE {info.moe.num_experts}e"
@@ -216,10 +270,24 @@ def model_line(info: Any, config: EngineConfig, target: Target) -> Text:
         )
         out.append("fits" if est.fits else "does not fit", style="green" if est.fits else "bold red")
     elif target.platform == "cpu":
-        out.append("CPU: host memory", style="dim")
+        out.append("CPU engine", style="dim")
     else:
         out.append("fit: VRAM unknown", style="dim")
     return out
+
+
+def result_line(trial: Any) -> str:
+    """`trial 1a2b3c4d: 812 tok/s · TTFT p99 41.0 ms · ITL p99 9.1 ms` for the run panel."""
+    r = trial.results or {}
+
+    def num(key: str, fmt: str) -> str:
+        value = r.get(key)
+        return "–" if not isinstance(value, int | float) else format(value, fmt)
+
+    return (
+        f"trial {trial.short_id}: {num('output_throughput', '.0f')} tok/s · "
+        f"TTFT p99 {num('p99_ttft_ms', '.1f')} ms · ITL p99 {num('p99_itl_ms', '.1f')} ms"
+    )
 
 
 def _int(value: Any) -> int | None:

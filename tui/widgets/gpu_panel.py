@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Horizontal
+from textual.containers import Container, Horizontal
 from textual.events import Resize
 from textual.widget import Widget
 from textual.widgets import Sparkline, Static
@@ -20,7 +20,7 @@ from textual.widgets import Sparkline, Static
 from tuner.telemetry import GpuSnapshot
 from tuner.telemetry import format as fmt
 
-CELL_WIDTH = 39
+CELL_WIDTH = 39  # 38 + 1 gutter
 SPARK_POINTS = 24
 
 
@@ -39,7 +39,7 @@ def cell_text(snap: GpuSnapshot) -> tuple[Text, Text]:
     left = Text(f"{snap.index:>1} ", style="bold")
     if snap.error:
         left.append("error", style="red")
-        return left, Text(f" {snap.error}", style="red")
+        return left, Text(" read failed", style="red")
     util = snap.gfx_activity
     left.append_text(bar(None if util is None else util / 100.0))
     left.append(f" {fmt.pct(util):>4}")
@@ -73,7 +73,8 @@ class GpuCell(Horizontal):
         self.query_one(".gpu-left", Static).update(left)
         self.query_one(".gpu-right", Static).update(right)
         self.query_one(".gpu-spark", Sparkline).data = list(history[-SPARK_POINTS:]) or [0.0]
-        self.tooltip = f"GPU {snap.index}: {snap.name or 'unknown'} ({snap.arch or '?'})"
+        tip = f"GPU {snap.index}: {snap.name or 'unknown'} ({snap.arch or '?'})"
+        self.tooltip = f"{tip}\n{snap.error}" if snap.error else tip
 
 
 class GpuPanel(Widget):
@@ -81,6 +82,7 @@ class GpuPanel(Widget):
 
     def compose(self) -> ComposeResult:
         yield Static("GPU telemetry: starting…", id="gpu-none")
+        yield Container(id="gpu-grid")
 
     def on_mount(self) -> None:
         self.border_title = "GPUs"
@@ -89,7 +91,7 @@ class GpuPanel(Widget):
         """No GPU: say why in one line (the full reasons are in the tooltip)."""
         why = "; ".join(reasons) if reasons else description
         line = self.query_one("#gpu-none", Static)
-        line.update(Text(f"No GPU telemetry ({why}). Benchmarks use the CPU engine.", no_wrap=True, overflow="ellipsis"))
+        line.update(f"No GPU: runs use the CPU engine ({why})")
         line.tooltip = "\n".join(reasons) or description
         line.display = True
         self.border_title = "GPUs: none"
@@ -99,7 +101,7 @@ class GpuPanel(Widget):
         self.query_one("#gpu-none", Static).display = False
         for cell in self.query(GpuCell):
             cell.remove()
-        self.mount_all(GpuCell(i) for i in range(count))
+        self.query_one("#gpu-grid").mount_all(GpuCell(i) for i in range(count))
         self.border_title = f"GPUs · {description}"
         self._fit_columns(self.size.width)
 
@@ -120,4 +122,4 @@ class GpuPanel(Widget):
 
     def _fit_columns(self, width: int) -> None:
         columns = max(1, (width - 2) // CELL_WIDTH)
-        self.styles.grid_size_columns = columns
+        self.query_one("#gpu-grid").styles.grid_size_columns = columns

@@ -55,6 +55,7 @@ class KnobRow(Horizontal):
 
     def compose(self) -> ComposeResult:
         knob = self.knob
+        yield Label(" ", classes="knob-mark")
         yield Label(knob.key, classes="knob-name")
         if knob.type is ValueType.BOOL:
             yield Switch(value=as_bool(knob.default) if knob.default is not None else False)
@@ -76,13 +77,9 @@ class KnobRow(Horizontal):
     def mark(self, availability: Availability) -> None:
         """Mark the knob not applicable (still editable) with the reason kept for the help line."""
         self.availability = availability
-        label = self.query_one(".knob-name", Label)
-        if availability.ok:
-            self.remove_class("-na")
-            label.update(self.knob.key)
-        else:
-            self.add_class("-na")
-            label.update(Text.assemble(self.knob.key, (" n/a", "italic")))
+        mark = self.query_one(".knob-mark", Label)
+        self.set_class(not availability.ok, "-na")
+        mark.update(" " if availability.ok else "⊘")
         self.tooltip = self.help_text()
 
     def help_text(self) -> str:

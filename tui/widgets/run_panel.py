@@ -59,7 +59,10 @@ class RunPanel(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static(Text("Idle. r: run · a: A/B vs baseline · w: sweep", style="dim"), id="run-stage")
-        yield ProgressBar(total=None, show_eta=False, id="run-progress")
+        # Hidden while idle: an indeterminate bar animates, which would cost idle CPU.
+        bar = ProgressBar(total=100, show_eta=False, id="run-progress")
+        bar.display = False
+        yield bar
         yield Static("", id="run-figures")
         yield RichLog(max_lines=LOG_LINES, wrap=False, markup=False, id="run-log")
 
@@ -71,8 +74,17 @@ class RunPanel(Vertical):
         self.border_title = f"Run · {title}"
         self.query_one("#run-figures", Static).update("")
         self.query_one("#run-log", RichLog).clear()
-        self.query_one("#run-progress", ProgressBar).update(total=None, progress=0)
+        bar = self.query_one("#run-progress", ProgressBar)
+        bar.update(total=None, progress=0)
+        bar.display = True
         self.stage("starting", None)
+
+    def end(self) -> None:
+        """The job ended: stop the bar's animation (it stays hidden until the next job)."""
+        bar = self.query_one("#run-progress", ProgressBar)
+        if bar.total is None:
+            bar.update(total=1, progress=0)
+        bar.display = False
 
     def stage(self, stage: str, backend: str | None, detail: str = "") -> None:
         self.query_one("#run-stage", Static).update(stage_line(stage, backend, detail))

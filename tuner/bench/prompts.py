@@ -57,11 +57,14 @@ class TokenPool:
         ids: Candidate ids for random prompts (no special tokens).
         decode: Turns ids into text (for chat prompts), or None if unknown.
         source: Where the ids came from, for the result's provenance.
+        count: Tokens the server will see for a text (special tokens
+            included), or None if unknown.
     """
 
     ids: tuple[int, ...]
     decode: Callable[[list[int]], str] | None
     source: str
+    count: Callable[[str], int] | None = None
 
 
 def tokenizer_file(path: str | Path) -> Path | None:
@@ -99,6 +102,7 @@ def pool_from_tokenizer(path: str | Path) -> TokenPool:
         ids=ids,
         decode=lambda toks: tok.decode(toks, skip_special_tokens=True),
         source=str(file),
+        count=lambda text: len(tok.encode(text, add_special_tokens=True).ids),
     )
 
 
@@ -152,18 +156,47 @@ def random_prompts(
     out: list[Prompt] = []
     for in_len, out_len in sample_lengths(workload, count, rng):
         toks = [ids[rng.randrange(len(ids))] for _ in range(in_len)]
-        if workload.endpoint == "chat":
+        if workload.endpoint == "chat" or workload.text_prompts:
             if pool.decode is None:
                 raise WorkloadError(
-                    "chat prompts need text, but no tokenizer is available to decode "
-                    "token ids; pass --tokenizer PATH or use the completions endpoint"
+                    "text prompts (chat, or text_prompts) need a tokenizer to decode "
+                    "token ids; pass --tokenizer PATH or send token ids to completions"
                 )
-            # Chat templates add tokens, so the length is only approximate here;
-            # the usage report carries the real count.
-            out.append(Prompt(pool.decode(toks), -1, out_len))
+            if workload.endpoint == "chat":
+                # Chat templates add tokens: the usage report has the real count.
+                out.append(Prompt(pool.decode(toks), -1, out_len))
+            else:
+                text, n = _text_of_length(toks, in_len, pool, rng)
+                out.append(Prompt(text, n, out_len))
         else:
             out.append(Prompt(toks, in_len, out_len))
     return out
+
+
+def _text_of_length(
+    toks: list[int], target: int, pool: TokenPool, rng: random.Random
+) -> tuple[str, int]:
+    """Decode ids to text whose re-encoding (special tokens included) is ``target`` long.
+
+    Decoding and re-encoding can merge or split tokens, so trim or extend and
+    retry a few times, as vLLM's random dataset does; returns the text and
+    its real length (-1 if the pool cannot count).
+    """
+    assert pool.decode is not None
+    text = pool.decode(toks)
+    if pool.count is None:
+        return text, -1
+    n = pool.count(text)
+    for _ in range(10):
+        if n == target:
+            break
+        if n > target:
+            toks = toks[: max(1, len(toks) - (n - target))]
+        else:
+            toks = toks + [pool.ids[rng.randrange(len(pool.ids))] for _ in range(target - n)]
+        text = pool.decode(toks)
+        n = pool.count(text)
+    return text, n
 
 
 def sharegpt_prompts(

@@ -46,6 +46,9 @@ class Workload:
         dataset_path: ShareGPT-format JSON to take prompts from instead of
             random token ids.
         endpoint: `completions` (/v1/completions) or `chat`.
+        text_prompts: Send random prompts as text decoded from their ids, so
+            the server tokenises them as it would a real client's (and as
+            vLLM's random dataset does); lengths are then approximate.
         slo: Goodput objectives in ms, keys from SLO_KEYS.
         request_timeout_s: A request is cut and counted failed after this long.
         stall_timeout_s: A request is cut when no byte arrives for this long.
@@ -63,6 +66,7 @@ class Workload:
     seed: int = 0
     dataset_path: str | None = None
     endpoint: Endpoint = "completions"
+    text_prompts: bool = False
     slo: dict[str, float] = field(default_factory=dict)
     request_timeout_s: float = 600.0
     stall_timeout_s: float | None = 120.0

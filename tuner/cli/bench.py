@@ -63,6 +63,10 @@ def bench_command(
     endpoint: Annotated[
         str, typer.Option("--endpoint", help="completions or chat.")
     ] = "completions",
+    text_prompts: Annotated[
+        bool,
+        typer.Option("--text-prompts", help="Send random prompts as text (server tokenises)."),
+    ] = False,
     slo: Annotated[
         str | None, typer.Option("--slo", help="Goodput SLO in ms, e.g. ttft:500,itl:50.")
     ] = None,
@@ -101,6 +105,7 @@ def bench_command(
             seed=seed,
             dataset_path=str(dataset) if dataset else None,
             endpoint=endpoint,  # type: ignore[arg-type]
+            text_prompts=text_prompts,
             slo=parse_slo(slo) if slo else {},
             request_timeout_s=request_timeout,
             stall_timeout_s=stall_timeout,

@@ -22,9 +22,10 @@ if TYPE_CHECKING:
     from tuner.model import ModelInfo
     from tuner.rules import Finding, Target, WorkloadShape
 
-# Device-selection variables vLLM/ROCm read but tunelab does not tune, so they
-# are not catalogue knobs; --set still takes them so the rules can see them.
-PASSTHROUGH_ENV = frozenset({"HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"})
+# ROCR_VISIBLE_DEVICES is read by the ROCm runtime, not by vLLM, and is no
+# catalogue knob; --set still takes it so the rules can see it. (CUDA_ and
+# HIP_VISIBLE_DEVICES are catalogue knobs.)
+PASSTHROUGH_ENV = frozenset({"ROCR_VISIBLE_DEVICES"})
 
 
 class PlatformName(StrEnum):

@@ -31,19 +31,29 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
 
 
 def export_command(
-    trial: Annotated[str | None, typer.Argument(help="Trial id to export (see `tunelab trials`).")] = None,
-    preset: Annotated[
-        str | None, typer.Option("--preset", help="A preset file, or the name of a shipped/user preset.")
+    trial: Annotated[
+        str | None, typer.Argument(help="Trial id to export (see `tunelab trials`).")
     ] = None,
-    out: Annotated[Path, typer.Option("--out", help="Directory to write into (created if missing).")] = Path("."),
+    preset: Annotated[
+        str | None,
+        typer.Option("--preset", help="A preset file, or the name of a shipped/user preset."),
+    ] = None,
+    out: Annotated[
+        Path, typer.Option("--out", help="Directory to write into (created if missing).")
+    ] = Path("."),
     fmt: Annotated[
         str, typer.Option("--format", help="Comma-separated: toml, sh, yaml, docker.")
     ] = "toml,sh,yaml,docker",
     force: Annotated[bool, typer.Option("--force", help="Overwrite existing files.")] = False,
-    name: Annotated[str | None, typer.Option("--name", help="Base name of the files (default: the preset's name).")] = None,
+    name: Annotated[
+        str | None,
+        typer.Option("--name", help="Base name of the files (default: the preset's name)."),
+    ] = None,
     allow_env: Annotated[
         list[str] | None,
-        typer.Option("--allow-env", help="Allow this otherwise refused environment variable (repeatable)."),
+        typer.Option(
+            "--allow-env", help="Allow this otherwise refused environment variable (repeatable)."
+        ),
     ] = None,
 ) -> None:
     """Export a trial or a preset as TOML, launch script, vLLM YAML and docker line."""
@@ -73,7 +83,9 @@ def export_command(
         )
     scripts = [p for p in written if p.name.endswith(".sh") and not p.name.endswith(".docker.sh")]
     if scripts:
-        typer.echo(f"launch: {scripts[0]}   (HOST/PORT override the bind address; extra flags go to vLLM)")
+        typer.echo(
+            f"launch: {scripts[0]}   (HOST/PORT override the bind address; extra flags go to vLLM)"
+        )
 
 
 def _from_preset(name_or_path: str, allow_env: tuple[str, ...]) -> Preset:

@@ -50,7 +50,9 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
 
 
 @presets_app.command("list")
-def list_command(as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False) -> None:
+def list_command(
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
+) -> None:
     """List the shipped presets and yours, with their target and purpose."""
     from tuner.export.catalog import list_presets, shipped_dir, user_dir
 
@@ -72,7 +74,9 @@ def list_command(as_json: Annotated[bool, typer.Option("--json", help="Print a J
         typer.echo(json.dumps(rows, indent=1))
         return
     if not entries:
-        typer.echo(f"No presets found (shipped: {shipped_dir() or 'not found'}; yours: {user_dir()}).")
+        typer.echo(
+            f"No presets found (shipped: {shipped_dir() or 'not found'}; yours: {user_dir()})."
+        )
         return
     width = max(len(e.name) for e in entries)
     for entry in entries:
@@ -114,12 +118,18 @@ def show_command(
 
 @presets_app.command("check")
 def check_command(
-    file: Annotated[str, typer.Argument(help="Preset file (or the name of a shipped/user preset).")],
+    file: Annotated[
+        str, typer.Argument(help="Preset file (or the name of a shipped/user preset).")
+    ],
     vllm_version: Annotated[
-        str | None, typer.Option("--vllm-version", help="Check against this vLLM version instead of the preset's.")
+        str | None,
+        typer.Option(
+            "--vllm-version", help="Check against this vLLM version instead of the preset's."
+        ),
     ] = None,
     platform: Annotated[
-        PlatformName | None, typer.Option("--platform", help="Check against this platform instead of the preset's.")
+        PlatformName | None,
+        typer.Option("--platform", help="Check against this platform instead of the preset's."),
     ] = None,
     model_config: Annotated[
         str | None,
@@ -131,11 +141,16 @@ def check_command(
     ] = None,
     allow_env: Annotated[
         list[str] | None,
-        typer.Option("--allow-env", help="Allow this otherwise refused environment variable (repeatable)."),
+        typer.Option(
+            "--allow-env", help="Allow this otherwise refused environment variable (repeatable)."
+        ),
     ] = None,
     compare_installed: Annotated[
         bool,
-        typer.Option("--compare-installed/--no-compare-installed", help="Show what differs on the installed vLLM."),
+        typer.Option(
+            "--compare-installed/--no-compare-installed",
+            help="Show what differs on the installed vLLM.",
+        ),
     ] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
@@ -202,8 +217,8 @@ def _preset_target(preset: Preset, version: str | None, platform: str | None) ->
 
 
 def _analyze(preset: Preset, model_config: str | None) -> tuple[Any, str]:
-    from tuner.model import ModelError, analyze
     from tuner.export.preset import resolve_model
+    from tuner.model import ModelError, analyze
 
     name = model_config or preset.target.model
     try:
@@ -212,9 +227,15 @@ def _analyze(preset: Preset, model_config: str | None) -> tuple[Any, str]:
         return analyze(name, offline=True), ""
     except ModelError as exc:
         first = str(exc).splitlines()[0]
-        return None, f"model not analyzed ({first}); model-specific rules were skipped (see --model-config)"
-    except Exception as exc:  # noqa: BLE001 - a model lookup problem must not hide the schema result
-        return None, f"model not analyzed ({type(exc).__name__}: {exc}); model-specific rules were skipped"
+        return (
+            None,
+            f"model not analyzed ({first}); model-specific rules were skipped (see --model-config)",
+        )
+    except Exception as exc:
+        return (
+            None,
+            f"model not analyzed ({type(exc).__name__}: {exc}); model-specific rules were skipped",
+        )
 
 
 def _rules(preset: Preset, model: Any, target: Target) -> list[Finding]:
@@ -223,7 +244,9 @@ def _rules(preset: Preset, model: Any, target: Target) -> list[Finding]:
     return check(preset.config, model, target, None)
 
 
-def _installed_differences(preset: Preset, model: Any, target: Target, findings: list[Finding]) -> dict[str, Any]:
+def _installed_differences(
+    preset: Preset, model: Any, target: Target, findings: list[Finding]
+) -> dict[str, Any]:
     """How the installed vLLM differs from the target, and what that changes for this preset."""
     from tuner import knobs
     from tuner.introspect import IntrospectError, introspect
@@ -304,12 +327,16 @@ def _emit(report: dict[str, Any], as_json: bool) -> None:
 
 
 def _echo_findings(findings: list[dict[str, Any]], title: str, indent: str = "") -> None:
-    counts = {s: sum(1 for f in findings if f["severity"] == s) for s in ("error", "warning", "advice")}
+    counts = {
+        s: sum(1 for f in findings if f["severity"] == s) for s in ("error", "warning", "advice")
+    }
     if not findings:
         if not indent:
             typer.echo(f"{title}: no findings.")
         return
-    typer.echo(f"{title}: {counts['error']} error(s), {counts['warning']} warning(s), {counts['advice']} advice")
+    typer.echo(
+        f"{title}: {counts['error']} error(s), {counts['warning']} warning(s), {counts['advice']} advice"
+    )
     for f in findings:
         typer.echo(f"{indent}  [{f['severity']}] {f['message']} ({f['rule']}; {f['source']})")
         if f.get("fix"):

@@ -100,7 +100,9 @@ def find_preset(name_or_path: str) -> Path:
             return entry.path
     names = sorted({e.name for e in list_presets()})
     known = ", ".join(names) if names else "none found"
-    raise PresetError(name_or_path, [_missing(f"no preset named {name_or_path!r} (known: {known})")])
+    raise PresetError(
+        name_or_path, [_missing(f"no preset named {name_or_path!r} (known: {known})")]
+    )
 
 
 def _missing(message: str):  # -> Issue (kept local to avoid a wide import)

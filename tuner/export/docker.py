@@ -90,7 +90,9 @@ def render_docker(config: EngineConfig, header: list[str], platform: str | None)
     return "\n".join(out) + "\n"
 
 
-def target_summary(platform: str | None, gpu_name: str | None, gpu_count: int | None, vllm: str | None) -> str:
+def target_summary(
+    platform: str | None, gpu_name: str | None, gpu_count: int | None, vllm: str | None
+) -> str:
     """One line describing a target (``vLLM 0.11.0 on rocm, 8 x AMD Instinct MI300X``)."""
     parts = []
     if vllm:
@@ -99,6 +101,10 @@ def target_summary(platform: str | None, gpu_name: str | None, gpu_count: int | 
         parts.append(f"on {platform}")
     text = " ".join(parts)
     if gpu_name or gpu_count:
-        gpus = f"{gpu_count} x {gpu_name}" if gpu_count and gpu_name else str(gpu_name or f"{gpu_count} GPU(s)")
+        gpus = (
+            f"{gpu_count} x {gpu_name}"
+            if gpu_count and gpu_name
+            else str(gpu_name or f"{gpu_count} GPU(s)")
+        )
         text = f"{text}, {gpus}" if text else gpus
     return comment_text(text)

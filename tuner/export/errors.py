@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 
 class Severity(StrEnum):
@@ -70,3 +71,43 @@ class PresetError(ValueError):
 
 class ExportError(RuntimeError):
     """Export could not complete (a file exists, the disk is full, ...); nothing half-written."""
+
+
+class IssueCollector:
+    """Gathers a file's issues, attaching the line of each key from the text."""
+
+    def __init__(self, lines: dict[tuple[str, ...], int]) -> None:
+        self.lines = lines
+        self.errors: list[Issue] = []
+        self.warnings: list[Issue] = []
+
+    def line_of(self, path: tuple[str, ...]) -> int | None:
+        for end in range(len(path), 0, -1):
+            if path[:end] in self.lines:
+                return self.lines[path[:end]]
+        return None
+
+    def error(self, path: tuple[str, ...], message: str, fix: str = "") -> None:
+        self.errors.append(Issue(".".join(path), message, fix, self.line_of(path)))
+
+    def warn(self, path: tuple[str, ...], message: str, fix: str = "") -> None:
+        self.warnings.append(
+            Issue(".".join(path), message, fix, self.line_of(path), Severity.WARNING)
+        )
+
+
+def describe(value: Any) -> str:
+    """A short phrase naming a TOML value and its type, for messages."""
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, int):
+        return f"the integer {value}"
+    if isinstance(value, float):
+        return f"the number {value}"
+    if isinstance(value, str):
+        return f"the string {value[:40]!r}"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "a list"
+    return f"a {type(value).__name__}"

@@ -179,7 +179,9 @@ def preset_from_config(
     prov = provenance or Provenance()
     # The id of the config as written: secrets are never written, so they
     # are not part of it either.
-    written = EngineConfig(model=config.model, env=split_secrets(config.env)[0], engine=config.engine)
+    written = EngineConfig(
+        model=config.model, env=split_secrets(config.env)[0], engine=config.engine
+    )
     prov = Provenance(
         sources=list(prov.sources),
         trial_id=prov.trial_id,
@@ -296,7 +298,9 @@ def loads_preset(
             model = resolve_model(preset.target.model)
         except PresetError as exc:
             raise PresetError(source, [_with_line(i, result.lines) for i in exc.issues]) from None
-        preset.config = EngineConfig(model=model, env=preset.config.env, engine=preset.config.engine)
+        preset.config = EngineConfig(
+            model=model, env=preset.config.env, engine=preset.config.engine
+        )
     return preset
 
 

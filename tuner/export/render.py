@@ -123,7 +123,9 @@ def render_texts(
 def _checked_toml(preset: Preset, allow_env: Iterable[str]) -> str:
     """The TOML text, verified to load back as the same config."""
     text = dump_preset(preset)
-    loaded = loads_preset(text, source=f"{preset.name}.toml", allow_env=tuple(allow_env), resolve=False)
+    loaded = loads_preset(
+        text, source=f"{preset.name}.toml", allow_env=tuple(allow_env), resolve=False
+    )
     expected = EngineConfig(
         model=model_placeholder(preset.config.model),
         env=split_secrets(preset.config.env)[0],

@@ -1,22 +1,125 @@
-"""A stored trial as a preset: the measured config with its workload, results and provenance.
+"""A stored trial as a preset: the measured config with its workload, results and noise.
 
 Export of a trial must carry what was measured, how noisy it was and which
-trial it was, so a preset found later can be traced back. This adapter reads
-the trial store (``tuner.trials.store``); when that package is not installed
-the import fails and ``tunelab export TRIAL`` says the store is unavailable.
+trial it was, so a preset found later can be traced back and re-measured.
+The config is the trial's own ``EngineConfig`` (the one the engine started);
+``[workload]`` is the benchmark workload; ``[results]`` holds the scalar
+benchmark results (vLLM's key names), the telemetry summary and, when the
+study ran the same config more than once (A/B repeats, sweep points), the
+spread of the objective over those repeats under ``[results.noise]``.
 """
 
 from __future__ import annotations
 
-from tuner.trials import store as _store  # noqa: F401  (ImportError: store not available)
+import math
+import statistics
+from pathlib import Path
+from typing import Any
+
 from tuner.export.errors import ExportError
-from tuner.export.preset import Preset
+from tuner.export.preset import Preset, PresetTarget, Provenance, preset_from_config
+from tuner.trials.model import Trial, TrialStatus, metric
+from tuner.trials.store import StoreError, TrialNotFound, TrialStore
+
+# Long per-request arrays are not worth carrying in a preset.
+_MAX_LIST = 64
 
 
-def preset_from_trial(trial_id: str) -> Preset:
-    """The preset for trial ``trial_id``.
+def preset_from_trial(trial_id: str, *, store_path: str | Path | None = None) -> Preset:
+    """The preset for trial ``trial_id`` (an id or a unique prefix).
 
     Raises:
-        ExportError: when the trial does not exist or has no config.
+        ExportError: the trial does not exist, is ambiguous, or has not finished.
     """
-    raise ExportError(f"cannot export trial {trial_id!r}: the trial store's reader is not wired yet")
+    try:
+        with TrialStore(store_path) as store:
+            trial = store.get(trial_id)
+            repeats = [
+                t
+                for t in store.list(study=trial.study, status=TrialStatus.DONE)
+                if t.config_id == trial.config_id and t.objective == trial.objective
+            ]
+    except TrialNotFound as exc:
+        raise ExportError(str(exc)) from None
+    except StoreError as exc:
+        raise ExportError(f"cannot read the trial store: {exc}") from None
+    if trial.status is not TrialStatus.DONE:
+        raise ExportError(
+            f"trial {trial.id} is {trial.status}, not done: only a finished trial has results to "
+            "export; re-run it, or export its config with `tunelab check`/--preset"
+        )
+    return trial_preset(trial, repeats)
+
+
+def trial_preset(trial: Trial, repeats: list[Trial]) -> Preset:
+    """Builds the preset of a finished ``trial``; ``repeats`` are done trials of the same config."""
+    results = _clean(dict(trial.results or {})) or {}
+    results["objective"] = trial.objective
+    if trial.objective_value is not None:
+        results["objective_value"] = trial.objective_value
+    if trial.startup_seconds is not None:
+        results["startup_seconds"] = round(trial.startup_seconds, 3)
+    if trial.backend_actual:
+        results["attention_backend"] = trial.backend_actual
+    telemetry = _clean(dict(trial.telemetry or {}))
+    if telemetry:
+        results["telemetry"] = telemetry
+    noise = _noise(trial, repeats)
+    if noise:
+        results["noise"] = noise
+    workload = _clean(trial.workload.to_dict()) or {}
+    gpus = list(trial.gpu_names or [])
+    target = PresetTarget(
+        model=trial.config.model,
+        vllm_version=trial.vllm_version,
+        platform=trial.platform,
+        gpu_name=gpus[0] if gpus else None,
+        gpu_count=len(gpus) if gpus else (0 if trial.platform == "cpu" else None),
+    )
+    finished = trial.finished_at or trial.created_at
+    return preset_from_config(
+        trial.config,
+        f"trial-{trial.short_id}",
+        description=f"Exported from trial {trial.id} (study {trial.study!r}, objective {trial.objective}).",
+        target=target,
+        workload=workload,
+        results=results,
+        provenance=Provenance(
+            trial_id=trial.id, notes=f"study {trial.study}; measured at {finished:.0f} (unix time)"
+        ),
+    )
+
+
+def _noise(trial: Trial, repeats: list[Trial]) -> dict[str, Any] | None:
+    values = [(t.id, metric(t, trial.objective)) for t in repeats]
+    values = [(i, v) for i, v in values if v is not None]
+    if len(values) < 2:
+        return None
+    numbers = [v for _, v in values]
+    return {
+        "objective": trial.objective,
+        "repeats": len(numbers),
+        "mean": statistics.fmean(numbers),
+        "stdev": statistics.stdev(numbers),
+        "min": min(numbers),
+        "max": max(numbers),
+        "trial_ids": [i for i, _ in values],
+    }
+
+
+def _clean(value: Any) -> Any:
+    """``value`` without what TOML cannot hold (None, non-finite numbers) or a preset need not carry."""
+    if isinstance(value, dict):
+        out = {str(k): _clean(v) for k, v in value.items()}
+        return {k: v for k, v in out.items() if v is not None}
+    if isinstance(value, list | tuple):
+        if len(value) > _MAX_LIST:
+            return None
+        items = [_clean(v) for v in value]
+        items = [v for v in items if v is not None]
+        return items
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, str | int | float | bool):
+        return value
+    return None

@@ -12,24 +12,18 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
-import json
 import re
 import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Any
 
 from tuner.config import (
-    ENGINE_KEY_RE,
-    ENV_KEY_RE,
-    RESERVED_ENGINE_KEYS,
     ConfigError,
     EngineConfig,
-    env_string,
 )
-from tuner.export.env_policy import check_env_name
-from tuner.export.errors import Issue, Severity
+from tuner.export.errors import Issue, IssueCollector, describe
+from tuner.export.knob_values import check_engine_table, check_env_table
 from tuner.export.preset import (
     DEMO_MODEL_PLACEHOLDER,
     SCHEMA_VERSION,
@@ -85,38 +79,6 @@ class ValidationResult:
     lines: dict[tuple[str, ...], int] = field(default_factory=dict)
 
 
-def knobs_module() -> ModuleType | None:
-    """The knob catalogue package, or None when it cannot be imported (checks then degrade)."""
-    try:
-        import tuner.knobs as knobs
-    except ImportError:
-        return None
-    return knobs
-
-
-class _Collector:
-    """Gathers issues and attaches line numbers from the text."""
-
-    def __init__(self, lines: dict[tuple[str, ...], int]) -> None:
-        self.lines = lines
-        self.errors: list[Issue] = []
-        self.warnings: list[Issue] = []
-
-    def line_of(self, path: tuple[str, ...]) -> int | None:
-        for end in range(len(path), 0, -1):
-            if path[:end] in self.lines:
-                return self.lines[path[:end]]
-        return None
-
-    def error(self, path: tuple[str, ...], message: str, fix: str = "") -> None:
-        self.errors.append(Issue(".".join(path), message, fix, self.line_of(path)))
-
-    def warn(self, path: tuple[str, ...], message: str, fix: str = "") -> None:
-        self.warnings.append(
-            Issue(".".join(path), message, fix, self.line_of(path), Severity.WARNING)
-        )
-
-
 def validate_text(
     text: str, *, source: str = "<preset>", allow_env: Iterable[str] = ()
 ) -> ValidationResult:
@@ -154,7 +116,7 @@ def validate_text(
             ],
             lines=lines,
         )
-    out = _Collector(lines)
+    out = IssueCollector(lines)
     _check_structure(doc, out)
     # Tables that are not tables were reported; check the rest all the same
     # so the user sees every problem in one go.
@@ -165,22 +127,28 @@ def validate_text(
     return ValidationResult(preset, [], out.warnings, lines)
 
 
-def _check_structure(doc: dict[str, Any], out: _Collector) -> None:
+def _check_structure(doc: dict[str, Any], out: IssueCollector) -> None:
     """Top-level tables, nesting depth, NUL bytes and integer range."""
     for key, value in doc.items():
         if key not in TABLES:
             close = difflib.get_close_matches(key, TABLES, n=1)
             hint = f"did you mean [{close[0]}]? " if close else ""
-            out.error((key,), f"unknown table or key {key!r}", f"{hint}known tables: {', '.join(TABLES)}")
+            out.error(
+                (key,), f"unknown table or key {key!r}", f"{hint}known tables: {', '.join(TABLES)}"
+            )
         elif not isinstance(value, dict):
             out.error((key,), f"{key} must be a table", f"write it as a [{key}] section")
     for name in ("preset", "target"):
         if name not in doc:
-            out.error((), f"the [{name}] table is missing", f"add a [{name}] section (see docs/presets.md)")
+            out.error(
+                (),
+                f"the [{name}] table is missing",
+                f"add a [{name}] section (see docs/presets.md)",
+            )
     _walk((), doc, 0, out)
 
 
-def _walk(path: tuple[str, ...], value: Any, depth: int, out: _Collector) -> None:
+def _walk(path: tuple[str, ...], value: Any, depth: int, out: IssueCollector) -> None:
     if depth > MAX_DEPTH:
         out.error(path, f"nested deeper than {MAX_DEPTH} levels", "flatten the table")
         return
@@ -193,14 +161,16 @@ def _walk(path: tuple[str, ...], value: Any, depth: int, out: _Collector) -> Non
         for item in value:
             _walk(path, item, depth + 1, out)
     elif isinstance(value, str) and "\x00" in value:
-        out.error(path, "the value contains a NUL byte (\\u0000)", "remove it; no process can receive it")
+        out.error(
+            path, "the value contains a NUL byte (\\u0000)", "remove it; no process can receive it"
+        )
 
 
 def _fields(
     table: dict[str, Any],
     spec: dict[str, tuple[tuple[type, ...], bool, str]],
     name: str,
-    out: _Collector,
+    out: IssueCollector,
     present: Iterable[str],
 ) -> dict[str, Any]:
     """Checks a fixed-schema table; returns the well-typed fields."""
@@ -210,14 +180,22 @@ def _fields(
             close = difflib.get_close_matches(key, list(spec), n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
             out.error(
-                (name, key), f"unknown key {key!r} in [{name}]", f"{hint}known keys: {', '.join(spec)}"
+                (name, key),
+                f"unknown key {key!r} in [{name}]",
+                f"{hint}known keys: {', '.join(spec)}",
             )
             continue
         types, _required, example = spec[key]
         if isinstance(value, bool) and bool not in types:
-            out.error((name, key), f"{key} must be {_names(types)}, not a boolean", f"write {example}")
+            out.error(
+                (name, key), f"{key} must be {_names(types)}, not a boolean", f"write {example}"
+            )
         elif not isinstance(value, types):
-            out.error((name, key), f"{key} must be {_names(types)}, not {_describe(value)}", f"write {example}")
+            out.error(
+                (name, key),
+                f"{key} must be {_names(types)}, not {describe(value)}",
+                f"write {example}",
+            )
         else:
             good[key] = value
     if name not in present:
@@ -228,19 +206,23 @@ def _fields(
     return good
 
 
-def _build(doc: dict[str, Any], out: _Collector, allow_env: frozenset[str]) -> Preset | None:
+def _build(doc: dict[str, Any], out: IssueCollector, allow_env: frozenset[str]) -> Preset | None:
     head = _fields(doc.get("preset", {}), _PRESET_FIELDS, "preset", out, doc)
     tgt = _fields(doc.get("target", {}), _TARGET_FIELDS, "target", out, doc)
     prov = _fields(doc.get("provenance", {}), _PROVENANCE_FIELDS, "provenance", out, ())
     _check_head(head, out)
     _check_target(tgt, out)
-    env = _check_env(doc.get("env", {}), out, allow_env)
-    engine = _check_engine(doc.get("engine", {}), out)
+    env = check_env_table(doc.get("env", {}), out, allow_env)
+    engine = check_engine_table(doc.get("engine", {}), out)
     sources = prov.get("sources", [])
     if isinstance(sources, str):
         sources = [sources]
     if not all(isinstance(s, str) for s in sources):
-        out.error(("provenance", "sources"), "sources must be a list of strings", 'write sources = ["file §section"]')
+        out.error(
+            ("provenance", "sources"),
+            "sources must be a list of strings",
+            'write sources = ["file §section"]',
+        )
     if out.errors:
         return None
     try:
@@ -286,7 +268,7 @@ def _build(doc: dict[str, Any], out: _Collector, allow_env: frozenset[str]) -> P
     )
 
 
-def _check_head(head: dict[str, Any], out: _Collector) -> None:
+def _check_head(head: dict[str, Any], out: IssueCollector) -> None:
     name = head.get("name")
     if isinstance(name, str) and not NAME_RE.match(name):
         out.error(
@@ -310,11 +292,15 @@ def _check_head(head: dict[str, Any], out: _Collector) -> None:
             )
 
 
-def _check_target(tgt: dict[str, Any], out: _Collector) -> None:
+def _check_target(tgt: dict[str, Any], out: IssueCollector) -> None:
     model = tgt.get("model")
     if isinstance(model, str) and not model.strip():
-        out.error(("target", "model"), "model is empty", "write a model id, a path, or \"tunelab:demo\"")
-    elif isinstance(model, str) and model.startswith("tunelab:") and model != DEMO_MODEL_PLACEHOLDER:
+        out.error(
+            ("target", "model"), "model is empty", 'write a model id, a path, or "tunelab:demo"'
+        )
+    elif (
+        isinstance(model, str) and model.startswith("tunelab:") and model != DEMO_MODEL_PLACEHOLDER
+    ):
         out.error(
             ("target", "model"),
             f"unknown tunelab model placeholder {model!r}",
@@ -322,131 +308,18 @@ def _check_target(tgt: dict[str, Any], out: _Collector) -> None:
         )
     platform = tgt.get("platform")
     if isinstance(platform, str) and platform not in PLATFORMS:
-        out.error(("target", "platform"), f"unknown platform {platform!r}", f"use one of {', '.join(PLATFORMS)}")
+        out.error(
+            ("target", "platform"),
+            f"unknown platform {platform!r}",
+            f"use one of {', '.join(PLATFORMS)}",
+        )
     count = tgt.get("gpu_count")
     if isinstance(count, int) and not isinstance(count, bool) and count < 0:
-        out.error(("target", "gpu_count"), "gpu_count cannot be negative", "write 0 for CPU, else the GPU count")
-
-
-def _check_env(table: Any, out: _Collector, allow_env: frozenset[str]) -> dict[str, str]:
-    knobs = knobs_module()
-    env: dict[str, str] = {}
-    for key, value in table.items():
-        path = ("env", key)
-        if not ENV_KEY_RE.match(key):
-            out.error(path, f"{key!r} is not an environment variable name", "use upper-case letters, digits and '_'")
-            continue
-        verdict = check_env_name(key, allow_env)
-        if not verdict.allowed:
-            out.error(path, verdict.reason, verdict.fix)
-            continue
-        if isinstance(value, dict | list) or isinstance(value, dt.date | dt.time):
-            out.error(path, f"{key} must be a string, number or boolean, not {_describe(value)}", f'write {key} = "1"')
-            continue
-        text = env_string(value)
-        knob = knobs.get(key) if knobs else None
-        if knob is None:
-            if knobs is not None:
-                out.warn(path, f"{key} is not in the knob catalogue; it is passed through unchecked")
-            env[key] = text
-            continue
-        try:
-            typed = knobs.coerce(key, text)
-        except ConfigError as exc:
-            out.error(path, str(exc), f"write {key} = \"{_example(knob)}\"")
-            continue
-        env[key] = text if str(knob.type) in ("str", "json") else env_string(typed)
-    return env
-
-
-def _check_engine(table: Any, out: _Collector) -> dict[str, Any]:
-    knobs = knobs_module()
-    engine: dict[str, Any] = {}
-    if knobs is None and table:
-        out.warn(("engine",), "the knob catalogue is not available; engine values are not type-checked")
-    for key, value in table.items():
-        path = ("engine", key)
-        if not ENGINE_KEY_RE.match(key):
-            dashed = key.lower().replace("_", "-")
-            out.error(path, f"{key!r} is not an engine argument key", f"write it as {dashed} (the vLLM flag without '--')")
-            continue
-        if key in RESERVED_ENGINE_KEYS:
-            fix = "set the model in [target].model" if key == "model" else "the launch script takes HOST and PORT from the environment"
-            out.error(path, f"{key} is set by tunelab itself, not by a preset", fix)
-            continue
-        if isinstance(value, dt.date | dt.time):
-            out.error(path, f"{key} cannot be a date or time", "write a number, string, boolean or table")
-            continue
-        if knobs is None:
-            engine[key] = value
-            continue
-        knob = knobs.get(key)
-        if knob is None or knob.key != key:
-            # vLLM has far more flags than the catalogue; one that is not there
-            # passes through unchecked (served-model-name, trust-remote-code...),
-            # but a near miss of a catalogue key is almost surely a typo.
-            close = difflib.get_close_matches(key, list(knobs.keys()), n=1, cutoff=0.85)
-            if close:
-                out.error(path, f"unknown engine argument {key!r}", f"did you mean {close[0]}?")
-                continue
-            if isinstance(value, list) and any(isinstance(v, dict | list) for v in value):
-                out.error(path, f"{key}: lists of tables are not engine arguments", "write a table or a flat list")
-                continue
-            out.warn(
-                path,
-                f"{key} is not in the knob catalogue; it is passed to vLLM unchecked",
-                "check the spelling against `vllm serve --help`",
-            )
-            engine[key] = value
-            continue
-        typed = _typed_engine_value(knobs, knob, key, value, path, out)
-        if typed is not None:
-            engine[key] = typed
-    return engine
-
-
-def _typed_engine_value(
-    knobs: ModuleType, knob: Any, key: str, value: Any, path: tuple[str, ...], out: _Collector
-) -> Any:
-    kind = str(knob.type)
-    example = _example(knob)
-    if kind == "bool":
-        if not isinstance(value, bool):
-            out.error(path, f"{key} is a switch and must be true or false, not {_describe(value)}", f"write {key} = true")
-            return None
-        return value
-    if kind == "int":
-        if isinstance(value, bool) or not isinstance(value, int):
-            out.error(path, f"{key} takes a whole number, not {_describe(value)}", f"write {key} = {example} (no quotes)")
-            return None
-    elif kind == "float":
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            out.error(path, f"{key} takes a number, not {_describe(value)}", f"write {key} = {example} (no quotes)")
-            return None
-        value = float(value)
-    elif kind in ("str", "choice"):
-        if not isinstance(value, str):
-            out.error(path, f"{key} takes a string, not {_describe(value)}", f'write {key} = "{example}"')
-            return None
-    elif kind == "json":
-        if isinstance(value, str):
-            try:
-                value = json.loads(value)
-            except json.JSONDecodeError as exc:
-                out.error(path, f"{key} is not valid JSON ({exc.msg})", f"write it as a TOML table: [engine.{key}]")
-                return None
-        if not isinstance(value, dict | list):
-            out.error(path, f"{key} takes a table, not {_describe(value)}", f"write it as a TOML table: [engine.{key}]")
-            return None
-        return value
-    try:
-        typed = knobs.coerce(key, _text(value))
-    except ConfigError as exc:
-        out.error(path, str(exc), f"write {key} = {_toml_example(kind, example)}")
-        return None
-    if kind == "str":
-        return value  # keep the exact text (coerce strips whitespace)
-    return typed
+        out.error(
+            ("target", "gpu_count"),
+            "gpu_count cannot be negative",
+            "write 0 for CPU, else the GPU count",
+        )
 
 
 def check_writable(doc: dict[str, Any]) -> list[Issue]:
@@ -458,7 +331,11 @@ def check_writable(doc: dict[str, Any]) -> list[Issue]:
         if depth > MAX_DEPTH:
             issues.append(Issue(where, f"nested deeper than {MAX_DEPTH} levels", "flatten it"))
         elif value is None:
-            issues.append(Issue(where, "TOML has no null value", "remove the key instead of setting it to null"))
+            issues.append(
+                Issue(
+                    where, "TOML has no null value", "remove the key instead of setting it to null"
+                )
+            )
         elif isinstance(value, dict):
             for key, item in value.items():
                 if not isinstance(key, str):
@@ -474,48 +351,29 @@ def check_writable(doc: dict[str, Any]) -> list[Issue]:
             pass
         elif isinstance(value, int):
             if not -MAX_INT - 1 <= value <= MAX_INT:
-                issues.append(Issue(where, "the integer does not fit in 64 bits", "use a smaller number"))
+                issues.append(
+                    Issue(where, "the integer does not fit in 64 bits", "use a smaller number")
+                )
         else:
-            issues.append(Issue(where, f"cannot write {_describe(value)} as TOML", "use a string, number, boolean or table"))
+            issues.append(
+                Issue(
+                    where,
+                    f"cannot write {describe(value)} as TOML",
+                    "use a string, number, boolean or table",
+                )
+            )
 
     walk((), doc, 0)
     return issues
 
 
-def _text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    return str(value)
-
-
-def _example(knob: Any) -> str:
-    if knob.choices:
-        return str(knob.choices[0])
-    if knob.default is not None and not isinstance(knob.default, dict | list):
-        return _text(knob.default)
-    return {"int": "8192", "float": "0.9", "bool": "1"}.get(str(knob.type), "VALUE")
-
-
-def _toml_example(kind: str, example: str) -> str:
-    return example if kind in ("int", "float") else f'"{example}"'
-
-
 def _names(types: tuple[type, ...]) -> str:
-    names = {str: "a string", int: "an integer", list: "a list", dt.datetime: "a date-time", dt.date: "a date", bool: "a boolean"}
+    names = {
+        str: "a string",
+        int: "an integer",
+        list: "a list",
+        dt.datetime: "a date-time",
+        dt.date: "a date",
+        bool: "a boolean",
+    }
     return " or ".join(dict.fromkeys(names.get(t, t.__name__) for t in types))
-
-
-def _describe(value: Any) -> str:
-    if isinstance(value, bool):
-        return f"the boolean {str(value).lower()}"
-    if isinstance(value, int):
-        return f"the integer {value}"
-    if isinstance(value, float):
-        return f"the number {value}"
-    if isinstance(value, str):
-        return f"the string {value[:40]!r}"
-    if isinstance(value, dict):
-        return "a table"
-    if isinstance(value, list):
-        return "a list"
-    return f"a {type(value).__name__}"

@@ -55,6 +55,10 @@ def render_yaml(config: EngineConfig, header: list[str]) -> str:
         lines.append("# Export this environment first (exactly as benchmarked):")
         lines += [f"#   export {name}={ansi_c_quote(value)}" for name, value in env.items()]
     body = yaml.safe_dump(
-        config_mapping(config), sort_keys=False, allow_unicode=True, default_flow_style=False, width=1000
+        config_mapping(config),
+        sort_keys=False,
+        allow_unicode=True,
+        default_flow_style=False,
+        width=1000,
     )
     return "\n".join(lines) + "\n" + body

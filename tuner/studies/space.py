@@ -115,7 +115,13 @@ class Param:
     def to_dict(self) -> dict[str, Any]:
         if self.kind == "categorical":
             return {"key": self.key, "kind": self.kind, "choices": list(self.choices)}
-        return {"key": self.key, "kind": self.kind, "low": self.low, "high": self.high, "log": self.log}
+        return {
+            "key": self.key,
+            "kind": self.kind,
+            "low": self.low,
+            "high": self.high,
+            "log": self.log,
+        }
 
 
 def parse_param(text: str) -> Param:
@@ -145,7 +151,9 @@ def parse_param(text: str) -> Param:
             ) from None
         return Param(key, kind, low=low, high=high, log=bool(log))  # type: ignore[arg-type]
     if spec.startswith(("int:", "float:")):
-        raise SpaceError(f"parameter {key}: {spec!r} is not a range; write int:LO..HI or float:LO..HI")
+        raise SpaceError(
+            f"parameter {key}: {spec!r} is not a range; write int:LO..HI or float:LO..HI"
+        )
     choices = tuple(coerce(key, item.strip()) for item in spec.split(",") if item.strip())
     if len(set(map(repr, choices))) != len(choices):
         raise SpaceError(f"parameter {key} lists a value twice: {spec}")
@@ -160,7 +168,13 @@ def _param_from_data(key: str, value: Any) -> Param:
         if kind == "categorical":
             return Param(key, "categorical", choices=tuple(value.get("values", ())))
         if kind in ("int", "float"):
-            return Param(key, kind, low=value.get("low"), high=value.get("high"), log=bool(value.get("log", False)))
+            return Param(
+                key,
+                kind,
+                low=value.get("low"),
+                high=value.get("high"),
+                log=bool(value.get("log", False)),
+            )
         raise SpaceError(f"parameter {key}: type {kind!r} unknown; use categorical, int or float")
     if isinstance(value, str):
         return parse_param(f"{key}={value}")
@@ -265,10 +279,14 @@ def load_space(path: Path) -> Space:
         raise SpaceError(f"cannot read space file {path}: {exc}") from None
     unknown = set(data) - {"params", "slo", "fixed"}
     if unknown:
-        raise SpaceError(f"space file {path}: unknown section(s) {', '.join(sorted(unknown))}; use params, slo, fixed")
+        raise SpaceError(
+            f"space file {path}: unknown section(s) {', '.join(sorted(unknown))}; use params, slo, fixed"
+        )
     params = data.get("params") or {}
     if not isinstance(params, dict) or not params:
-        raise SpaceError(f"space file {path} declares no [params]; add e.g. max-num-seqs = [32, 64]")
+        raise SpaceError(
+            f"space file {path} declares no [params]; add e.g. max-num-seqs = [32, 64]"
+        )
     slo = data.get("slo", [])
     if isinstance(slo, str):
         slo = [slo]

@@ -96,6 +96,13 @@ class TrialSkipped:
 
 
 TrialEvent = (
-    TrialQueued | TrialStage | TrialProgress | TrialLog | TrialBackend | TrialDone | TrialFailed | TrialSkipped
+    TrialQueued
+    | TrialStage
+    | TrialProgress
+    | TrialLog
+    | TrialBackend
+    | TrialDone
+    | TrialFailed
+    | TrialSkipped
 )
 TrialEventCallback = Callable[[TrialEvent], None]

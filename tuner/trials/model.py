@@ -47,7 +47,12 @@ class TrialStatus(StrEnum):
     @property
     def final(self) -> bool:
         """Nothing more will happen to the trial."""
-        return self in (TrialStatus.SKIPPED, TrialStatus.DONE, TrialStatus.FAILED, TrialStatus.INTERRUPTED)
+        return self in (
+            TrialStatus.SKIPPED,
+            TrialStatus.DONE,
+            TrialStatus.FAILED,
+            TrialStatus.INTERRUPTED,
+        )
 
 
 def new_trial_id() -> str:

@@ -16,8 +16,6 @@ telemetry ...) are JSON columns, readable with any SQLite client.
 from __future__ import annotations
 
 import contextlib
-import csv
-import io
 import json
 import math
 import os
@@ -36,7 +34,17 @@ DB_NAME = "tunelab.db"
 BUSY_TIMEOUT_S = 30.0
 
 # Nested fields stored as JSON text.
-JSON_FIELDS = ("config", "workload", "findings", "results", "server", "telemetry", "gpu_names", "tags", "timings")
+JSON_FIELDS = (
+    "config",
+    "workload",
+    "findings",
+    "results",
+    "server",
+    "telemetry",
+    "gpu_names",
+    "tags",
+    "timings",
+)
 # Scalar fields stored as plain columns (status as its string value).
 SCALAR_FIELDS = (
     "study",
@@ -205,7 +213,10 @@ class TrialStore:
             # Re-read inside the lock: another process may have created it meanwhile.
             if conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
                 return
-            conn.executescript("SAVEPOINT schema;" + _SCHEMA + "RELEASE schema;")
+            # executescript() would commit the open transaction: run statements one by one.
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     # -- rows --------------------------------------------------------------------
@@ -329,13 +340,19 @@ class TrialStore:
                 "SELECT * FROM trials WHERE id LIKE ? ESCAPE '\\' ORDER BY seq LIMIT 6", (pattern,)
             ).fetchall()
         if not rows:
-            raise TrialNotFound(f"no trial with id {key!r} in {self.path}; `tunelab results` lists them")
+            raise TrialNotFound(
+                f"no trial with id {key!r} in {self.path}; `tunelab results` lists them"
+            )
         if len(rows) > 1:
             ids = ", ".join(r["id"] for r in rows[:5])
-            raise TrialNotFound(f"trial id prefix {key!r} is ambiguous ({ids}...); give more characters")
+            raise TrialNotFound(
+                f"trial id prefix {key!r} is ambiguous ({ids}...); give more characters"
+            )
         return self._from_row(rows[0])
 
-    def list(self, study: str | None = None, status: TrialStatus | str | None = None) -> list[Trial]:
+    def list(
+        self, study: str | None = None, status: TrialStatus | str | None = None
+    ) -> list[Trial]:
         """Trials in the order they were added, optionally of one study and/or status."""
         where, args = [], []
         if study is not None:
@@ -344,7 +361,11 @@ class TrialStore:
         if status is not None:
             where.append("status = ?")
             args.append(str(TrialStatus(status)))
-        sql = "SELECT * FROM trials" + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY seq"
+        sql = (
+            "SELECT * FROM trials"
+            + (f" WHERE {' AND '.join(where)}" if where else "")
+            + " ORDER BY seq"
+        )
         with self._lock:
             rows = self._conn.execute(sql, args).fetchall()
         return [self._from_row(r) for r in rows]
@@ -358,7 +379,9 @@ class TrialStore:
             ).fetchall()
         grouped: dict[str, dict[str, Any]] = {}
         for r in rows:
-            entry = grouped.setdefault(r["study"], {"counts": {}, "first": r["first"], "last": r["last"]})
+            entry = grouped.setdefault(
+                r["study"], {"counts": {}, "first": r["first"], "last": r["last"]}
+            )
             entry["counts"][r["status"]] = r["n"]
             entry["first"] = min(entry["first"], r["first"])
             entry["last"] = max(entry["last"], r["last"])
@@ -367,6 +390,19 @@ class TrialStore:
             for name, e in grouped.items()
         ]
         return sorted(out, key=lambda s: s.first_at)
+
+    # -- export ------------------------------------------------------------------
+    def export_json(self, study: str | None = None) -> str:
+        """The trials (of ``study``, or all) as a JSON array."""
+        from tuner.trials.export import to_json
+
+        return to_json(self.list(study))
+
+    def export_csv(self, study: str | None = None) -> str:
+        """The trials (of ``study``, or all) as CSV, one row per trial."""
+        from tuner.trials.export import to_csv
+
+        return to_csv(self.list(study))
 
     # -- crash recovery ----------------------------------------------------------
     def recover(self) -> list[Trial]:

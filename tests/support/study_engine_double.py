@@ -1,0 +1,172 @@
+"""A knob-sensitive engine double for study tests: answers like vLLM, starts in 0.1 s.
+
+This is a *double* of the vLLM engine for tests whose subject is not the
+engine but the studies around it (the multi-worker search, kill-and-resume):
+it starts in a fraction of a second where the real CPU engine needs about a
+minute on 2 cores. Unlike ``engine_double.py`` (a fixed plan, for the slot
+scheduler), its speed depends on the config's knob values, so a study over it
+has a real optimum. It is started through the runner's ``engine_command``
+like a real engine and serves ``/health``, ``/v1/models``, ``/tokenize``,
+``/metrics`` and streaming ``/v1/completions`` in vLLM's SSE format.
+
+- ``--max-num-seqs N`` (vLLM's flag, from the config's engine arguments): at
+  most N streams generate at once; the others queue, as in vLLM's scheduler.
+- ``DOUBLE_TOKEN_MS`` (environment, i.e. an env knob of the config): the gap
+  between tokens of one stream, in ms (default 2).
+- ``DOUBLE_STARTUP_S``: seconds to sleep before listening (default 0.1).
+- ``DOUBLE_START_LOG``: a file each start appends one JSON line to (pid, argv,
+  knobs), so a test can count how many engines a study really started.
+
+Run: ``python tests/support/study_engine_double.py --port P [--host H] [vLLM flags]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+MODEL = "engine-double"
+
+
+class _Server(ThreadingHTTPServer):
+    # The default listen backlog (5) drops SYNs under a burst of connections and
+    # the client retries a second later: that would be the double's noise, not
+    # the knob's effect.
+    request_queue_size = 1024
+    daemon_threads = True
+
+
+class _State:
+    def __init__(self, max_num_seqs: int, token_ms: float) -> None:
+        self.slots = threading.BoundedSemaphore(max_num_seqs)
+        self.token_ms = token_ms
+        self.lock = threading.Lock()
+        self.running = 0
+        self.generated = 0
+
+
+def _handler(state: _State) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+            return
+
+        def _send(self, code: int, raw: bytes, ctype: str) -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+        def _json(self, code: int, body: object) -> None:
+            self._send(code, json.dumps(body).encode(), "application/json")
+
+        def do_GET(self) -> None:
+            if self.path == "/health":
+                self._json(200, {})
+            elif self.path == "/v1/models":
+                self._json(200, {"object": "list", "data": [{"id": MODEL, "root": None}]})
+            elif self.path == "/metrics":
+                with state.lock:
+                    text = (
+                        f"vllm:num_requests_running {state.running}\n"
+                        f"vllm:generation_tokens_total {state.generated}\n"
+                    )
+                self._send(200, text.encode(), "text/plain")
+            else:
+                self._json(404, {"error": f"no route {self.path}"})
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length", "0"))
+            body = json.loads(self.rfile.read(length) or b"{}")
+            if self.path == "/tokenize":
+                words = str(body.get("prompt", "")).split()
+                self._json(200, {"tokens": list(range(1, len(words) + 1)), "count": len(words)})
+            elif self.path == "/v1/completions":
+                self._complete(body)
+            else:
+                self._json(404, {"error": f"no route {self.path}"})
+
+        def _event(self, data: object) -> None:
+            self.wfile.write(f"data: {json.dumps(data, separators=(',', ':'))}\n\n".encode())
+
+        def _complete(self, body: dict) -> None:
+            n = int(body.get("max_tokens") or 16)
+            prompt = body.get("prompt", "")
+            prompt_len = len(prompt) if isinstance(prompt, list) else len(str(prompt).split())
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            with state.slots:
+                with state.lock:
+                    state.running += 1
+                try:
+                    for i in range(n):
+                        time.sleep(state.token_ms / 1000.0)
+                        self._event(
+                            {
+                                "id": "cmpl-double",
+                                "object": "text_completion",
+                                "model": MODEL,
+                                "choices": [{"index": 0, "text": f" t{i}", "finish_reason": None}],
+                                "usage": None,
+                            }
+                        )
+                        self.wfile.flush()
+                    with state.lock:
+                        state.generated += n
+                finally:
+                    with state.lock:
+                        state.running -= 1
+            usage = {"prompt_tokens": prompt_len, "completion_tokens": n, "total_tokens": prompt_len + n}
+            self._event({"id": "cmpl-double", "choices": [], "usage": usage})
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+
+    return Handler
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--max-num-seqs", type=int, default=256)
+    args, unknown = parser.parse_known_args(argv)
+    token_ms = float(os.environ.get("DOUBLE_TOKEN_MS", "2"))
+    startup = float(os.environ.get("DOUBLE_STARTUP_S", "0.1"))
+    log = os.environ.get("DOUBLE_START_LOG")
+    if log:
+        with open(log, "a", encoding="utf-8") as fh:
+            line = {
+                "pid": os.getpid(),
+                "max_num_seqs": args.max_num_seqs,
+                "token_ms": token_ms,
+                "argv": sys.argv[1:],
+                "t": time.time(),
+            }
+            fh.write(json.dumps(line) + "\n")
+    print(
+        f"study engine double: max-num-seqs={args.max_num_seqs} token_ms={token_ms} "
+        f"ignored={unknown}",
+        flush=True,
+    )
+    time.sleep(startup)
+    server = _Server((args.host, args.port), _handler(_State(args.max_num_seqs, token_ms)))
+    print(f"INFO:     Uvicorn running on http://{args.host}:{args.port}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,134 @@
+"""The export dialog: trial (default: the winner), formats, directory; shows the script.
+
+Files are written by ``tuner.export`` (atomic writes, the TOML verified to
+read back as the same config); the dialog shows the launch script it wrote
+so the user sees exactly what production will run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Checkbox, Input, Label, Select, Static, TextArea
+
+from tui.screens.results import study_trials
+
+FORMATS = ("toml", "sh", "yaml", "docker")
+
+
+def pick_winner(trials: list[Any]) -> Any | None:
+    """The study's winner by its objective among finished trials (``tuner.studies`` decides)."""
+    from tuner.studies.winner import winner
+
+    done = [t for t in trials if t.results]
+    if not done:
+        return None
+    found = winner(done)
+    return getattr(found, "trial", found)
+
+
+def export_trial(trial: Any, directory: Path, formats: list[str], force: bool = False) -> list[Path]:
+    """Write ``trial`` as a preset (with its workload, results and id) in ``formats``."""
+    from tuner.export.preset import Provenance, preset_from_config
+    from tuner.export.render import export, safe_name
+
+    preset = preset_from_config(
+        trial.config,
+        safe_name(f"trial-{trial.short_id}"),
+        description=f"Exported from tunelab trial {trial.id} (study {trial.study}).",
+        workload=trial.workload.to_dict(),
+        results=trial.results,
+        provenance=Provenance(trial_id=trial.id),
+    )
+    return export(preset, directory, formats, force=force)
+
+
+class ExportScreen(ModalScreen[list[Path] | None]):
+    """Choose, write, show."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "close", "Close", id="export.close")]
+
+    def __init__(self, trial_id: str | None = None, directory: Path | None = None) -> None:
+        super().__init__()
+        self.trial_id = trial_id
+        self.directory = directory or Path.cwd() / "tunelab-export"
+        self.written: list[Path] = []
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Static("Export a trial as preset + launch script", classes="dialog-title")
+            with Horizontal(classes="export-row"):
+                yield Label("trial")
+                yield Select([], id="export-trial", allow_blank=True, prompt="no finished trial", compact=True)
+            with Horizontal(classes="export-row", id="export-formats"):
+                yield Label("formats")
+                for name in FORMATS:
+                    yield Checkbox(name, value=name in ("toml", "sh"), id=f"fmt-{name}", compact=True)
+            with Horizontal(classes="export-row"):
+                yield Label("directory")
+                yield Input(str(self.directory), id="export-dir", compact=True)
+            yield Static("", id="export-status")
+            yield TextArea("", id="export-script", read_only=True, soft_wrap=False)
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Close (Esc)", id="close")
+                yield Button("Export", id="export", variant="primary")
+
+    def on_mount(self) -> None:
+        trials = [t for t in study_trials(self.app) if t.results]
+        select = self.query_one("#export-trial", Select)
+        if not trials:
+            self.query_one("#export-status", Static).update("No finished trial yet: run one first (r).")
+            return
+        try:
+            best = pick_winner(trials)
+        except Exception:  # no winner logic available: the newest trial is the default
+            best = trials[-1]
+        options = [
+            (f"{t.short_id}{' (winner)' if best is not None and t.id == best.id else ''}", t.id) for t in trials
+        ]
+        select.set_options(options)
+        default = self.trial_id or (best.id if best is not None else trials[-1].id)
+        select.value = default
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "close":
+            self.action_close()
+        else:
+            self.do_export()
+
+    def do_export(self) -> list[Path]:
+        """Write the chosen trial; show the files and the launch script."""
+        from tuner.export.errors import ExportError
+
+        status = self.query_one("#export-status", Static)
+        trial_id = self.query_one("#export-trial", Select).value
+        trials = {t.id: t for t in study_trials(self.app)}
+        trial = trials.get(str(trial_id)) if trial_id is not Select.BLANK else None
+        if trial is None:
+            status.update("Choose a trial first.")
+            return []
+        formats = [n for n in FORMATS if self.query_one(f"#fmt-{n}", Checkbox).value]
+        if not formats:
+            status.update("Choose at least one format.")
+            return []
+        directory = Path(self.query_one("#export-dir", Input).value).expanduser()
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            written = export_trial(trial, directory, formats, force=True)
+        except (ExportError, OSError) as exc:
+            status.update(f"Export failed: {exc}")
+            return []
+        self.written = written
+        status.update("Wrote: " + ", ".join(str(p) for p in written))
+        script = next((p for p in written if p.name.endswith(".sh") and not p.name.endswith(".docker.sh")), None)
+        shown = script or written[0]
+        self.query_one("#export-script", TextArea).text = shown.read_text()
+        return written
+
+    def action_close(self) -> None:
+        self.dismiss(self.written or None)

@@ -1,0 +1,53 @@
+"""The sweep dialog: ``KEY=V1,V2,...`` pre-filled for the focused knob.
+
+The text is parsed by ``tuner.studies.space.parse_param`` (the same syntax as
+``tunelab sweep``), so what the dialog accepts is what the CLI accepts.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Input, Static
+
+from tuner.knobs import Knob, ValueType, choices_for
+
+
+def suggest(knob: Knob, current: Any) -> str:
+    """A starting text for sweeping ``knob``: its two states, a few choices, or ×½ ×1 ×2."""
+    if knob.type is ValueType.BOOL:
+        values = "0,1" if knob.kind == "env" else "false,true"
+    elif knob.type is ValueType.CHOICE:
+        values = ",".join(choices_for(knob)[:3])
+    elif knob.type is ValueType.INT:
+        base = int(current if current is not None else (knob.default or 64))
+        values = ",".join(str(v) for v in sorted({max(1, base // 2), base, base * 2}))
+    else:
+        values = str(current if current is not None else (knob.default or ""))
+    return f"{knob.key}={values}"
+
+
+class SweepDialog(ModalScreen[str | None]):
+    """Asks for the knob and values to sweep."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel", id="sweep.cancel")]
+
+    def __init__(self, spec: str) -> None:
+        super().__init__()
+        self.spec = spec
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Static("Sweep one knob, the rest fixed", classes="dialog-title")
+            yield Static("KEY=V1,V2,... (or KEY=int:LO..HI). Enter starts, Esc cancels.")
+            yield Input(self.spec, placeholder="max-num-seqs=8,32,64", id="sweep-spec")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip() or None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

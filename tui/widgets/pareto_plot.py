@@ -1,0 +1,60 @@
+"""Throughput against p99 latency, one point per finished trial, with the Pareto front.
+
+Drawn with ``textual-plotext``. The front is the set of trials no other trial
+beats on both axes (more tokens/s and less p99 latency); it is the shortlist
+of configs worth exporting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from textual_plotext import PlotextPlot
+
+from tuner.trials.model import metric
+
+LATENCY = "p99_e2el_ms"
+THROUGHPUT = "output_throughput"
+
+
+def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
+    """Indices of the points not dominated (lower x latency and higher y throughput)."""
+    front = []
+    for i, (x, y) in enumerate(points):
+        dominated = any(
+            (x2 <= x and y2 >= y) and (x2 < x or y2 > y) for j, (x2, y2) in enumerate(points) if j != i
+        )
+        if not dominated:
+            front.append(i)
+    return front
+
+
+class ParetoPlot(PlotextPlot):
+    """The scatter and its front."""
+
+    def show(self, trials: Sequence[Any]) -> list[Any]:
+        """Plot the finished trials; returns the trials on the front."""
+        rows = [
+            (t, metric(t, LATENCY), metric(t, THROUGHPUT))
+            for t in trials
+            if metric(t, LATENCY) is not None and metric(t, THROUGHPUT) is not None
+        ]
+        plt = self.plt
+        plt.clear_data()
+        plt.clear_figure()
+        plt.title("throughput vs p99 latency (front: ◆)")
+        plt.xlabel("p99 E2E latency (ms)")
+        plt.ylabel("tok/s")
+        if not rows:
+            plt.title("no finished trial yet")
+            self.refresh()
+            return []
+        xs = [r[1] for r in rows]
+        ys = [r[2] for r in rows]
+        front = pareto_front(list(zip(xs, ys, strict=True)))
+        plt.scatter(xs, ys, marker="dot", label="trials")
+        fx = sorted((xs[i], ys[i]) for i in front)
+        plt.plot([p[0] for p in fx], [p[1] for p in fx], marker="◆", label="Pareto front")
+        self.refresh()
+        return [rows[i][0] for i in front]

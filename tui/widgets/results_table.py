@@ -1,0 +1,107 @@
+"""The results table: every trial of the study, baseline marked, deltas against it.
+
+Rows come from the trial store; the deltas are plain relative differences of
+single trials (the noise-aware verdict lives in the compare view, which uses
+``tuner.studies.stats``). Clicking a header, or pressing ``o``, sorts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+from tuner.trials.model import metric
+
+# (column key, label, metric, format, higher is better)
+COLUMNS: tuple[tuple[str, str, str | None, str, bool], ...] = (
+    ("mark", " ", None, "", True),
+    ("id", "trial", None, "", True),
+    ("status", "status", None, "", True),
+    ("config", "config", None, "", True),
+    ("tok_s", "tok/s", "output_throughput", ".0f", True),
+    ("d_tok_s", "Δ", None, "", True),
+    ("ttft", "TTFT p99", "p99_ttft_ms", ".1f", False),
+    ("d_ttft", "Δ", None, "", True),
+    ("itl", "ITL p99", "p99_itl_ms", ".1f", False),
+    ("d_itl", "Δ", None, "", True),
+    ("req_s", "req/s", "request_throughput", ".2f", True),
+)
+SORTABLE = ("tok_s", "ttft", "itl", "req_s", "id", "status")
+
+
+def knob_diff(trial: Any, baseline: Any | None) -> str:
+    """The knobs where ``trial`` differs from the baseline (or all it sets)."""
+    cfg = trial.config
+    values = {**cfg.env, **cfg.engine}
+    if baseline is not None and baseline is not trial:
+        base = {**baseline.config.env, **baseline.config.engine}
+        diff = {k: v for k, v in values.items() if base.get(k) != v}
+        diff.update({k: None for k in base if k not in values})
+        if not diff:
+            return "= baseline"
+        return " ".join(f"{k}={'default' if v is None else v}" for k, v in sorted(diff.items()))
+    tag = f"{trial.arm}{trial.repeat}" if trial.arm else ""
+    return (tag + " " if tag else "") + (f"{len(values)} knobs" if values else "defaults")
+
+
+def delta(value: float | None, base: float | None, higher_better: bool) -> Text:
+    """`+12.3%` coloured by whether it is better."""
+    if value is None or base is None or base == 0:
+        return Text("")
+    rel = (value - base) / abs(base)
+    better = rel > 0 if higher_better else rel < 0
+    style = "green" if better else "red" if rel else "dim"
+    return Text(f"{rel:+.1%}", style=style)
+
+
+class ResultsTable(DataTable[Any]):
+    """All trials, newest last."""
+
+    def on_mount(self) -> None:
+        self.cursor_type = "row"
+        self.zebra_stripes = True
+        for key, label, *_ in COLUMNS:
+            self.add_column(label, key=key)
+
+    def show(self, trials: Sequence[Any], baseline_id: str | None) -> None:
+        """Fill the table; the baseline row is marked ★ and deltas are against it."""
+        self.clear()
+        baseline = next((t for t in trials if t.id == baseline_id), None)
+        for trial in trials:
+            cells: list[Any] = []
+            for key, _label, name, fmt, higher in COLUMNS:
+                if key == "mark":
+                    cells.append(Text("★", style="bold yellow") if trial is baseline else "")
+                elif key == "id":
+                    cells.append(trial.short_id)
+                elif key == "status":
+                    cells.append(str(trial.status))
+                elif key == "config":
+                    cells.append(knob_diff(trial, baseline))
+                elif key.startswith("d_"):
+                    src = next(c for c in COLUMNS if c[0] == key[2:])
+                    value = metric(trial, src[2]) if src[2] else None
+                    base = metric(baseline, src[2]) if baseline and src[2] else None
+                    cells.append(delta(value, base, src[4]) if trial is not baseline else Text(""))
+                else:
+                    value = metric(trial, name) if name else None
+                    cells.append(_Num(value, fmt))
+            self.add_row(*cells, key=trial.id)
+
+
+class _Num(Text):
+    """A right-aligned number cell that sorts by value (missing values last)."""
+
+    def __init__(self, value: float | None, fmt: str) -> None:
+        super().__init__("–" if value is None else format(value, fmt), justify="right")
+        self.value = value
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, _Num):
+            return NotImplemented
+        mine = float("inf") if self.value is None else self.value
+        theirs = float("inf") if other.value is None else other.value
+        return mine < theirs

@@ -1,0 +1,346 @@
+"""``tunelab run``, ``tunelab results``, ``tunelab show``: one trial, and what the store holds.
+
+``run`` builds a config (preset, ``--model``, ``--set``) and a workload from
+the shared options, runs one trial with a live progress display and stores
+it; exit status 0 when it was measured, 1 when it failed or the rules
+skipped it, 2 for input tunelab cannot use. ``results`` lists stored trials
+(table, ``--json`` or ``--csv``), ``show`` prints one trial with its log's
+tail. All three first mark trials of a killed tunelab as interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from tuner.cli import options as opt
+
+if TYPE_CHECKING:
+    from tuner.trials.model import Trial
+
+LOG_TAIL_LINES = 20
+
+
+def register(app: typer.Typer) -> None:
+    """Adds ``run``, ``results`` and ``show`` to the tunelab CLI."""
+    app.command("run")(run_command)
+    app.command("results")(results_command)
+    app.command("show")(show_command)
+
+
+def run_command(
+    preset: opt.PresetOpt = None,
+    set_items: opt.SetOpt = None,
+    model: opt.ModelOpt = None,
+    input_len: opt.InputLenOpt = opt.DEFAULT_INPUT_LEN,
+    output_len: opt.OutputLenOpt = opt.DEFAULT_OUTPUT_LEN,
+    num_prompts: opt.NumPromptsOpt = opt.DEFAULT_NUM_PROMPTS,
+    concurrency: opt.ConcurrencyOpt = None,
+    request_rate: opt.RequestRateOpt = "inf",
+    warmup: opt.WarmupOpt = opt.DEFAULT_WARMUP,
+    seed: opt.SeedOpt = 0,
+    slo: opt.SloOpt = None,
+    study: opt.StudyOpt = "default",
+    objective: Annotated[
+        str,
+        typer.Option(
+            "--objective", help="Result key that ranks trials, e.g. output_throughput, p99_ttft_ms."
+        ),
+    ] = "output_throughput",
+    startup_timeout: opt.StartupTimeoutOpt = 600.0,
+    store_path: opt.StoreOpt = None,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Also print the engine's log lines.")
+    ] = False,
+    as_json: opt.JsonOpt = False,
+) -> None:
+    """Run one trial: rules check, engine start, warm-up, measured run, stop; store the result."""
+    import asyncio
+
+    from tuner.trials.model import Trial
+
+    workload = opt.make_workload(
+        "run",
+        input_len=input_len,
+        output_len=output_len,
+        num_prompts=num_prompts,
+        concurrency=concurrency,
+        request_rate=request_rate,
+        warmup=warmup,
+        seed=seed,
+        slo=slo,
+    )
+    config = opt.make_config("run", preset, model, set_items)
+    store = opt.open_store("run", store_path)
+    trial = Trial(config=config, workload=workload, study=study, objective=objective)
+    try:
+        asyncio.run(_run(trial, store, startup_timeout, verbose))
+    except KeyboardInterrupt:
+        typer.echo(
+            f"tunelab run: interrupted; trial {trial.short_id} is marked {trial.status}", err=True
+        )
+        raise typer.Exit(130) from None
+    finally:
+        store.close()
+    if as_json:
+        typer.echo(json.dumps(_jsonable(trial.to_dict()), indent=1))
+    else:
+        _print_trial(trial, tail=trial.status.value == "failed")
+    if trial.status.value != "done":
+        raise typer.Exit(1)
+
+
+async def _run(trial: Trial, store: object, startup_timeout: float, verbose: bool) -> None:
+    """Runs the trial with the display; SIGTERM cancels like Ctrl-C (engine stopped, trial interrupted)."""
+    import asyncio
+
+    from tuner.cli.trial_progress import TrialProgressDisplay
+    from tuner.trials.runner import run_trial
+
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    if task is not None:
+        loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    with TrialProgressDisplay(show_log=verbose) as display:
+        await run_trial(trial, store, on_event=display, startup_timeout=startup_timeout)  # type: ignore[arg-type]
+
+
+def results_command(
+    study: opt.StudyFilterOpt = None,
+    status: Annotated[
+        str | None, typer.Option("--status", help="Only trials in this state (e.g. done).")
+    ] = None,
+    as_json: opt.JsonOpt = False,
+    as_csv: Annotated[
+        bool, typer.Option("--csv", help="Print CSV on stdout (one row per trial).")
+    ] = False,
+    store_path: opt.StoreOpt = None,
+) -> None:
+    """List stored trials: status, workload, objective, throughput and latency."""
+    from tuner.trials.export import to_csv, to_json
+    from tuner.trials.model import TrialStatus
+
+    if as_json and as_csv:
+        raise opt.usage_error("results", "choose one of --json and --csv")
+    if status is not None and status not in {s.value for s in TrialStatus}:
+        raise opt.usage_error(
+            "results",
+            f"unknown status {status!r}; use one of {', '.join(s.value for s in TrialStatus)}",
+        )
+    with opt.open_store("results", store_path) as store:
+        trials = store.list(study, status)
+        if as_json:
+            typer.echo(to_json(trials))
+            return
+        if as_csv:
+            typer.echo(to_csv(trials), nl=False)
+            return
+        _print_table(trials, store.path, study)
+
+
+def show_command(
+    trial_id: Annotated[
+        str, typer.Argument(metavar="TRIAL", help="Trial id or a unique prefix of it.")
+    ],
+    as_json: opt.JsonOpt = False,
+    store_path: opt.StoreOpt = None,
+) -> None:
+    """Show one trial in full: config, workload, findings, results, telemetry, log path and tail."""
+    from tuner.trials.store import TrialNotFound
+
+    with opt.open_store("show", store_path) as store:
+        try:
+            trial = store.get(trial_id)
+        except TrialNotFound as exc:
+            raise opt.usage_error("show", str(exc)) from None
+    if as_json:
+        data = _jsonable(trial.to_dict())
+        data["log_tail"] = _log_tail(trial.log_path, LOG_TAIL_LINES)
+        typer.echo(json.dumps(data, indent=1))
+        return
+    _print_trial(trial, tail=True)
+
+
+# -- rendering --------------------------------------------------------------------
+def _jsonable(value: object) -> object:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def _log_tail(path: str | None, lines: int) -> list[str]:
+    if not path or not Path(path).is_file():
+        return []
+    with open(path, "rb") as fh:
+        fh.seek(0, 2)
+        size = fh.tell()
+        fh.seek(max(0, size - 64 * 1024))
+        text = fh.read().decode("utf-8", "replace")
+    return text.splitlines()[-lines:]
+
+
+def _fmt(value: object, spec: str = ",.1f") -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, int | float):
+        return format(value, spec)
+    return str(value)
+
+
+def _workload_text(trial: Trial) -> str:
+    wl = trial.workload
+    conc = wl.concurrency if wl.concurrency is not None else "∞"
+    rate = "inf" if math.isinf(wl.request_rate) else f"{wl.request_rate:g}/s"
+    return f"{wl.input_len}/{wl.output_len} x{wl.num_prompts} c{conc} r{rate}"
+
+
+_STATUS_STYLE = {
+    "done": "green",
+    "failed": "red",
+    "skipped": "yellow",
+    "interrupted": "magenta",
+    "starting": "cyan",
+    "measuring": "cyan",
+    "queued": "dim",
+}
+
+
+def _print_table(trials: list[Trial], path: Path, study: str | None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from tuner.trials.model import metric
+
+    console = Console(highlight=False)
+    if not trials:
+        where = f" in study {study!r}" if study else ""
+        console.print(f"No trials{where} in {path}. Run one with `tunelab run`.")
+        return
+    table = Table(title=f"Trials ({len(trials)}) in {path}", title_justify="left")
+    for name, justify in (
+        ("id", "left"),
+        ("study", "left"),
+        ("status", "left"),
+        ("config", "left"),
+        ("workload", "left"),
+        ("objective", "right"),
+        ("out tok/s", "right"),
+        ("p99 TTFT ms", "right"),
+        ("p99 ITL ms", "right"),
+        ("backend", "left"),
+        ("start s", "right"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for t in trials:
+        style = _STATUS_STYLE.get(t.status.value, "")
+        objective = t.objective_value
+        table.add_row(
+            t.short_id,
+            t.study,
+            f"[{style}]{t.status.value}[/]",
+            t.config_id[:8] + (f" {t.arm}" if t.arm else ""),
+            _workload_text(t),
+            f"{t.objective}={_fmt(objective, ',.2f')}" if objective is not None else "-",
+            _fmt(metric(t, "output_throughput")),
+            _fmt(metric(t, "p99_ttft_ms")),
+            _fmt(metric(t, "p99_itl_ms")),
+            t.backend_actual or "-",
+            _fmt(t.startup_seconds),
+        )
+    console.print(table)
+
+
+def _print_trial(trial: Trial, *, tail: bool) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+
+    from tuner.trials.model import metric
+
+    console = Console(highlight=False)
+    style = _STATUS_STYLE.get(trial.status.value, "")
+    console.print(
+        f"[bold]Trial {trial.id}[/] · study {escape(trial.study)} · [{style}]{trial.status.value}[/]"
+        + (f" · arm {trial.arm}" if trial.arm else "")
+        + (f" · repeat {trial.repeat}" if trial.repeat is not None else "")
+    )
+    cfg = trial.config
+    console.print(f"[bold]Model:[/] {escape(cfg.model)}  [dim](config {trial.config_id})[/]")
+    knobs = {**cfg.env, **cfg.engine}
+    if knobs:
+        console.print(
+            "[bold]Knobs:[/] " + escape(" ".join(f"{k}={v}" for k, v in sorted(knobs.items())))
+        )
+    console.print(
+        f"[bold]Workload:[/] {_workload_text(trial)} warm-up {trial.workload.warmup_requests}"
+    )
+    if trial.vllm_version or trial.platform:
+        gpus = f", GPUs: {', '.join(trial.gpu_names)}" if trial.gpu_names else ""
+        slot = f", CUDA_VISIBLE_DEVICES={trial.gpu_slot}" if trial.gpu_slot else ""
+        console.print(
+            f"[bold]vLLM:[/] {trial.vllm_version or '?'} on {trial.platform or '?'}{gpus}{slot}"
+        )
+    if trial.backend_actual or trial.backend_requested:
+        how = " (implied by the platform)" if trial.backend_inferred else ""
+        console.print(
+            f"[bold]Attention backend:[/] requested {trial.backend_requested or 'auto'}, "
+            f"actual {trial.backend_actual or 'unknown'}{how}"
+        )
+    if trial.startup_seconds is not None:
+        console.print(f"[bold]Engine start-up:[/] {trial.startup_seconds:.1f} s")
+    for f in trial.findings:
+        color = {"error": "red", "warning": "yellow"}.get(str(f.get("severity")), "cyan")
+        console.print(f"[{color}]{f.get('severity')}[/]: {escape(str(f.get('message')))}")
+    if trial.results:
+        rows = [
+            ("output tok/s", "output_throughput", ",.1f"),
+            ("requests/s", "request_throughput", ",.2f"),
+            ("TTFT ms mean/p50/p99", ("mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms"), ",.1f"),
+            ("TPOT ms mean/p50/p99", ("mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms"), ",.1f"),
+            ("ITL ms mean/p50/p99", ("mean_itl_ms", "median_itl_ms", "p99_itl_ms"), ",.1f"),
+            ("E2E ms mean/p50/p99", ("mean_e2el_ms", "median_e2el_ms", "p99_e2el_ms"), ",.1f"),
+            ("completed / failed", ("completed", "failed"), "d"),
+        ]
+        for label, keys, spec in rows:
+            keys = keys if isinstance(keys, tuple) else (keys,)
+            console.print(
+                f"  {label:<22} " + " / ".join(_fmt(metric(trial, k), spec) for k in keys)
+            )
+        if trial.results.get("request_goodput") is not None:
+            console.print(
+                f"  {'goodput req/s':<22} {_fmt(trial.results['request_goodput'], ',.2f')}"
+            )
+    if trial.server and trial.server.get("available"):
+        notes = trial.server.get("notes") or []
+        srv = trial.server
+        peak = srv.get("peak_kv_cache_usage")
+        console.print(
+            f"[bold]Server view:[/] peak KV-cache use {_fmt(peak * 100 if peak is not None else None, '.0f')} %, "
+            f"peak running {_fmt(srv.get('peak_running_requests'), '.0f')}, "
+            f"peak waiting {_fmt(srv.get('peak_waiting_requests'), '.0f')}, "
+            f"preemptions {_fmt(srv.get('preemptions'), '.0f')}"
+            + "".join(f"; {escape(str(n))}" for n in notes)
+        )
+    if trial.telemetry:
+        tel = trial.telemetry
+        vram = tel.get("peak_vram_bytes")
+        console.print(
+            f"[bold]GPU:[/] peak VRAM {_fmt(vram / 1024**3 if vram else None, '.1f')} GiB, mean power "
+            f"{_fmt(tel.get('mean_power_w'), '.0f')} W, energy {_fmt(tel.get('energy_j'), ',.0f')} J, "
+            f"{_fmt(tel.get('tokens_per_joule'), '.2f')} tokens/J"
+        )
+    if trial.failure_reason:
+        console.print(f"[red]Reason:[/] {escape(trial.failure_reason)}")
+    if trial.log_path:
+        console.print(f"[bold]Engine log:[/] {escape(trial.log_path)}")
+        if tail:
+            for line in _log_tail(trial.log_path, LOG_TAIL_LINES):
+                console.print(f"  [dim]{escape(line)}[/]")

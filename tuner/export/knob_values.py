@@ -1,0 +1,231 @@
+"""Typed values of a preset's ``[env]`` and ``[engine]`` tables, checked by the knob catalogue.
+
+The catalogue (``tuner.knobs``) knows each knob's type, range and choices, so
+a preset value is checked exactly as ``--set KEY=VALUE`` would be and
+normalised the same way (switches in the environment become ``1``/``0``,
+choices their canonical spelling). Environment names also pass the safety
+policy of :mod:`tuner.export.env_policy`. Flags vLLM has but the catalogue
+lacks pass through with a warning; near misses of catalogue keys are errors
+(typos). If the catalogue cannot be imported, values keep their TOML types
+and a warning says they were not checked.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+import json
+from types import ModuleType
+from typing import Any
+
+from tuner.config import ENGINE_KEY_RE, ENV_KEY_RE, RESERVED_ENGINE_KEYS, ConfigError, env_string
+from tuner.export.env_policy import check_env_name
+from tuner.export.errors import IssueCollector, describe
+
+
+def knobs_module() -> ModuleType | None:
+    """The knob catalogue package, or None when it cannot be imported (checks then degrade)."""
+    try:
+        import tuner.knobs as knobs
+    except ImportError:
+        return None
+    return knobs
+
+
+def check_env_table(table: Any, out: IssueCollector, allow_env: frozenset[str]) -> dict[str, str]:
+    """Checks ``[env]``: names against the policy, values against the catalogue.
+
+    Returns:
+        The variables as exported strings (switches normalised to ``1``/``0``,
+        as ``--set`` does); refused or ill-typed entries are left out and
+        reported to ``out``.
+    """
+    knobs = knobs_module()
+    env: dict[str, str] = {}
+    for key, value in table.items():
+        path = ("env", key)
+        if not ENV_KEY_RE.match(key):
+            out.error(
+                path,
+                f"{key!r} is not an environment variable name",
+                "use upper-case letters, digits and '_'",
+            )
+            continue
+        verdict = check_env_name(key, allow_env)
+        if not verdict.allowed:
+            out.error(path, verdict.reason, verdict.fix)
+            continue
+        if isinstance(value, dict | list | dt.date | dt.time):
+            out.error(
+                path,
+                f"{key} must be a string, number or boolean, not {describe(value)}",
+                f'write {key} = "1"',
+            )
+            continue
+        text = env_string(value)
+        knob = knobs.get(key) if knobs else None
+        if knob is None:
+            if knobs is not None:
+                out.warn(
+                    path, f"{key} is not in the knob catalogue; it is passed through unchecked"
+                )
+            env[key] = text
+            continue
+        try:
+            typed = knobs.coerce(key, text)
+        except ConfigError as exc:
+            out.error(path, str(exc), f'write {key} = "{_example(knob)}"')
+            continue
+        env[key] = text if str(knob.type) in ("str", "json") else env_string(typed)
+    return env
+
+
+def check_engine_table(table: Any, out: IssueCollector) -> dict[str, Any]:
+    """Checks ``[engine]``: keys against the catalogue, values against each knob's type.
+
+    Returns:
+        The typed engine arguments; bad entries are left out and reported to ``out``.
+    """
+    knobs = knobs_module()
+    engine: dict[str, Any] = {}
+    if knobs is None and table:
+        out.warn(
+            ("engine",), "the knob catalogue is not available; engine values are not type-checked"
+        )
+    for key, value in table.items():
+        path = ("engine", key)
+        if not ENGINE_KEY_RE.match(key):
+            dashed = key.lower().replace("_", "-")
+            out.error(
+                path,
+                f"{key!r} is not an engine argument key",
+                f"write it as {dashed} (the vLLM flag without '--')",
+            )
+            continue
+        if key in RESERVED_ENGINE_KEYS:
+            fix = (
+                "set the model in [target].model"
+                if key == "model"
+                else "the launch script takes HOST and PORT from the environment"
+            )
+            out.error(path, f"{key} is set by tunelab itself, not by a preset", fix)
+            continue
+        if isinstance(value, dt.date | dt.time):
+            out.error(
+                path, f"{key} cannot be a date or time", "write a number, string, boolean or table"
+            )
+            continue
+        if knobs is None:
+            engine[key] = value
+            continue
+        knob = knobs.get(key)
+        if knob is None or knob.key != key:
+            # vLLM has far more flags than the catalogue; one that is not there
+            # passes through unchecked (served-model-name, trust-remote-code...),
+            # but a near miss of a catalogue key is almost surely a typo.
+            close = difflib.get_close_matches(key, list(knobs.keys()), n=1, cutoff=0.85)
+            if close:
+                out.error(path, f"unknown engine argument {key!r}", f"did you mean {close[0]}?")
+                continue
+            if isinstance(value, list) and any(isinstance(v, dict | list) for v in value):
+                out.error(
+                    path,
+                    f"{key}: lists of tables are not engine arguments",
+                    "write a table or a flat list",
+                )
+                continue
+            out.warn(
+                path,
+                f"{key} is not in the knob catalogue; it is passed to vLLM unchecked",
+                "check the spelling against `vllm serve --help`",
+            )
+            engine[key] = value
+            continue
+        typed = _typed_engine_value(knobs, knob, key, value, path, out)
+        if typed is not None:
+            engine[key] = typed
+    return engine
+
+
+def _typed_engine_value(
+    knobs: ModuleType, knob: Any, key: str, value: Any, path: tuple[str, ...], out: IssueCollector
+) -> Any:
+    kind = str(knob.type)
+    example = _example(knob)
+    if kind == "bool":
+        if not isinstance(value, bool):
+            out.error(
+                path,
+                f"{key} is a switch and must be true or false, not {describe(value)}",
+                f"write {key} = true",
+            )
+            return None
+        return value
+    if kind == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            out.error(
+                path,
+                f"{key} takes a whole number, not {describe(value)}",
+                f"write {key} = {example} (no quotes)",
+            )
+            return None
+    elif kind == "float":
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            out.error(
+                path,
+                f"{key} takes a number, not {describe(value)}",
+                f"write {key} = {example} (no quotes)",
+            )
+            return None
+        value = float(value)
+    elif kind in ("str", "choice"):
+        if not isinstance(value, str):
+            out.error(
+                path, f"{key} takes a string, not {describe(value)}", f'write {key} = "{example}"'
+            )
+            return None
+    elif kind == "json":
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError as exc:
+                out.error(
+                    path,
+                    f"{key} is not valid JSON ({exc.msg})",
+                    f"write it as a TOML table: [engine.{key}]",
+                )
+                return None
+        if not isinstance(value, dict | list):
+            out.error(
+                path,
+                f"{key} takes a table, not {describe(value)}",
+                f"write it as a TOML table: [engine.{key}]",
+            )
+            return None
+        return value
+    try:
+        typed = knobs.coerce(key, _text(value))
+    except ConfigError as exc:
+        out.error(path, str(exc), f"write {key} = {_toml_example(kind, example)}")
+        return None
+    if kind == "str":
+        return value  # keep the exact text (coerce strips whitespace)
+    return typed
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return str(value)
+
+
+def _example(knob: Any) -> str:
+    if knob.choices:
+        return str(knob.choices[0])
+    if knob.default is not None and not isinstance(knob.default, dict | list):
+        return _text(knob.default)
+    return {"int": "8192", "float": "0.9", "bool": "1"}.get(str(knob.type), "VALUE")
+
+
+def _toml_example(kind: str, example: str) -> str:
+    return example if kind in ("int", "float") else f'"{example}"'

@@ -1,0 +1,405 @@
+"""Search: Optuna over a declared space, with SLO constraints, resumable and shareable.
+
+The Optuna storage is where a study lives. By default it is
+``sqlite:///<data_dir>/optuna.db``; any SQLAlchemy URL works, and a
+``postgresql://`` URL lets several GPU nodes work on one study at once — each
+``tunelab tune`` process asks the shared storage for the next point, runs
+it, and tells the result back (Optuna's ask/tell; the RDB storage makes the
+trial numbering atomic, so no point is handed out twice). ``load_if_exists``
+makes re-running the same command resume the study.
+
+Each Optuna trial maps to exactly one tunelab trial (user attr
+``tunelab_trial_id``; the tunelab trial's tags hold the Optuna number), and
+records its owner (host, pid, process start time) and a heartbeat, so that a
+resumed or parallel worker can tell a point that is still being measured
+from one whose worker was killed: the latter is told FAIL with
+``interrupted`` set, and never counted.
+
+Rule-invalid points are told ``PRUNED``, not ``FAIL``: Optuna's samplers
+ignore failed trials entirely (TPE would keep proposing the same invalid
+region), while pruned trials count as bad outcomes, steering the search away
+— which is what "the rules reject this" means. No engine is started for them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+from tuner.studies.common import TrialRunner, meets, value_of
+from tuner.studies.space import WORKLOAD_KEYS, Param, Space
+from tuner.studies.stats import Direction, metric_direction
+
+if TYPE_CHECKING:
+    import optuna
+
+    from tuner.bench.workload import Workload
+    from tuner.config import EngineConfig
+    from tuner.trials.model import Trial
+
+ObjectiveMode = Literal["throughput", "latency", "pareto"]
+
+THROUGHPUT_METRIC = "output_throughput"
+LATENCY_METRIC = "p99_e2el_ms"
+HEARTBEAT_S = 10
+GRACE_S = 60
+OPTUNA_DB = "optuna.db"
+
+
+class SearchError(ValueError):
+    """A search that cannot run as asked; says what to change."""
+
+
+def default_storage() -> str:
+    """``sqlite:///<data_dir>/optuna.db`` (moved by TUNELAB_HOME)."""
+    from tuner import paths
+
+    return f"sqlite:///{paths.data_dir() / OPTUNA_DB}"
+
+
+def objectives_for(mode: ObjectiveMode, latency_metric: str = LATENCY_METRIC) -> list[str]:
+    """The result keys a mode optimises, in Optuna's value order."""
+    if mode == "throughput":
+        return [THROUGHPUT_METRIC]
+    if mode == "latency":
+        return [latency_metric]
+    if mode == "pareto":
+        return [THROUGHPUT_METRIC, latency_metric]
+    raise SearchError(f"objective must be throughput, latency or pareto, got {mode!r}")
+
+
+def open_storage(url: str) -> optuna.storages.RDBStorage:
+    """An RDB storage with heartbeats; SQLite waits for its lock instead of failing.
+
+    Raises:
+        SearchError: The URL is not a database URL Optuna can open.
+    """
+    import optuna
+    import sqlalchemy.exc
+
+    if "://" not in url:
+        raise SearchError(
+            f"storage {url!r} is not a database URL; use sqlite:///PATH or "
+            "postgresql://USER@HOST/DB"
+        )
+    engine_kwargs: dict[str, Any] = {}
+    if url.startswith("sqlite"):
+        engine_kwargs = {"connect_args": {"timeout": 60}}
+    else:
+        engine_kwargs = {"pool_pre_ping": True}
+    try:
+        return optuna.storages.RDBStorage(
+            url,
+            engine_kwargs=engine_kwargs,
+            heartbeat_interval=HEARTBEAT_S,
+            grace_period=GRACE_S,
+        )
+    except (sqlalchemy.exc.ArgumentError, sqlalchemy.exc.OperationalError, ImportError) as exc:
+        raise SearchError(f"cannot open Optuna storage {url}: {exc}") from None
+
+
+def _constraints_func(count: int) -> Callable[[Any], list[float]] | None:
+    if not count:
+        return None
+
+    def constraints(frozen: Any) -> list[float]:
+        stored = frozen.user_attrs.get("constraints")
+        return list(stored) if stored else [1e30] * count
+
+    return constraints
+
+
+def load_study(
+    name: str,
+    storage: str,
+    objectives: list[str],
+    *,
+    constraint_count: int = 0,
+    seed: int | None = None,
+    create: bool = True,
+) -> optuna.Study:
+    """Create or resume (``load_if_exists``) the Optuna study ``name`` in ``storage``.
+
+    Raises:
+        SearchError: The stored study optimises other objectives, or does not exist
+            when ``create`` is False.
+    """
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    store = open_storage(storage)
+    directions = [
+        "maximize" if metric_direction(m) is Direction.HIGHER else "minimize" for m in objectives
+    ]
+    sampler = optuna.samplers.TPESampler(
+        seed=seed,
+        constraints_func=_constraints_func(constraint_count),
+        n_startup_trials=5,
+        multivariate=True,
+    )
+    if not create:
+        try:
+            return optuna.load_study(study_name=name, storage=store, sampler=sampler)
+        except KeyError:
+            names = [s.study_name for s in optuna.get_all_study_summaries(store)]
+            raise SearchError(
+                f"no study {name!r} in {storage}; studies there: {', '.join(names) or 'none'}"
+            ) from None
+    study = optuna.create_study(
+        study_name=name,
+        storage=store,
+        directions=directions,
+        sampler=sampler,
+        load_if_exists=True,
+    )
+    stored = study.user_attrs.get("tunelab_objectives")
+    if stored is None:
+        study.set_user_attr("tunelab_objectives", objectives)
+    elif list(stored) != objectives:
+        raise SearchError(
+            f"study {name!r} optimises {', '.join(stored)}, not {', '.join(objectives)}; "
+            "use the same --objective to resume it, or another --study name"
+        )
+    return study
+
+
+def _owner() -> dict[str, Any]:
+    import psutil
+
+    proc = psutil.Process()
+    return {"host": socket.gethostname(), "pid": os.getpid(), "created": proc.create_time()}
+
+
+def _owner_alive(attrs: dict[str, Any]) -> bool | None:
+    """True/False for an owner on this host; None for another host (heartbeat decides)."""
+    import psutil
+
+    if attrs.get("owner_host") != socket.gethostname():
+        return None
+    pid, created = attrs.get("owner_pid"), attrs.get("owner_created")
+    if not isinstance(pid, int):
+        return False
+    try:
+        proc = psutil.Process(pid)
+        return created is None or abs(proc.create_time() - float(created)) < 1.0
+    except psutil.Error:
+        return False
+
+
+def recover_study(study: optuna.Study, store: Any = None) -> list[int]:
+    """Tell FAIL (marked ``interrupted``) for running trials whose worker is gone.
+
+    A worker on this host is gone when its process is (pid + start time); a
+    worker elsewhere when its heartbeat is older than the grace period. The
+    linked tunelab trial is recovered in the tunelab store too.
+
+    Returns:
+        The Optuna trial numbers that were marked.
+    """
+    import optuna
+    from optuna.trial import TrialState
+
+    if store is not None:
+        with contextlib.suppress(Exception):
+            store.recover()
+    storage = study._storage
+    marked: list[int] = []
+    for frozen in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if _owner_alive(frozen.user_attrs) is not False:
+            continue
+        with contextlib.suppress(Exception):
+            storage.set_trial_user_attr(frozen._trial_id, "interrupted", True)
+            study.tell(frozen.number, state=TrialState.FAIL)
+            marked.append(frozen.number)
+    before = {t.number for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,))}
+    optuna.storages.fail_stale_trials(study)
+    for frozen in study.get_trials(deepcopy=False, states=(TrialState.FAIL,)):
+        if frozen.number not in before and frozen.number not in marked:
+            with contextlib.suppress(Exception):
+                storage.set_trial_user_attr(frozen._trial_id, "interrupted", True)
+            marked.append(frozen.number)
+    return sorted(marked)
+
+
+def suggest(trial: optuna.Trial, param: Param) -> Any:
+    """Optuna's suggestion for one parameter."""
+    if param.kind == "categorical":
+        return trial.suggest_categorical(param.key, list(param.choices))
+    if param.kind == "int":
+        return trial.suggest_int(param.key, int(param.low or 0), int(param.high or 0), log=param.log)
+    return trial.suggest_float(param.key, float(param.low or 0), float(param.high or 0), log=param.log)
+
+
+class _Heartbeat:
+    """Records the Optuna trial's heartbeat while its tunelab trial runs."""
+
+    def __init__(self, storage: Any, trial_id: int) -> None:
+        self._storage, self._trial_id = storage, trial_id
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="optuna-heartbeat")
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(Exception):
+                self._storage.record_heartbeat(self._trial_id)
+            self._stop.wait(HEARTBEAT_S)
+
+    def __enter__(self) -> _Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+@dataclass
+class SearchReport:
+    """What this invocation of the search did, and where the study stands."""
+
+    study: str
+    storage: str
+    objectives: list[str]
+    constraints: list[str]
+    measured: int
+    pruned: int
+    failed: int
+    recovered: list[int]
+    best: list[dict[str, Any]] = field(default_factory=list)
+    trials: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def best_trials(study: optuna.Study) -> list[dict[str, Any]]:
+    """Best feasible trial (single objective) or the feasible Pareto front, as dicts."""
+    try:
+        best = study.best_trials
+    except ValueError:
+        return []
+    out = []
+    for frozen in best:
+        violations = frozen.user_attrs.get("constraints") or []
+        if any(v > 0 for v in violations):
+            continue
+        out.append(
+            {
+                "number": frozen.number,
+                "values": list(frozen.values or []),
+                "params": dict(frozen.params),
+                "tunelab_trial_id": frozen.user_attrs.get("tunelab_trial_id"),
+            }
+        )
+    return out
+
+
+async def run_search(
+    base: EngineConfig,
+    workload: Workload,
+    space: Space,
+    runner: TrialRunner,
+    *,
+    n_trials: int,
+    study: str = "tune",
+    storage: str | None = None,
+    mode: ObjectiveMode = "throughput",
+    latency_metric: str = LATENCY_METRIC,
+    seed: int | None = None,
+    on_trial: Callable[[Trial], None] | None = None,
+) -> SearchReport:
+    """Run ``n_trials`` measured points of the study (resuming it if it exists).
+
+    Rule-invalid points do not count towards ``n_trials`` (they cost no
+    engine start); to stop a space where nearly everything is invalid from
+    looping, at most ``3 * n_trials + 10`` points are asked.
+
+    Raises:
+        SearchError: No parameters, n_trials < 1, or an unusable storage/study.
+    """
+    from optuna.trial import TrialState
+
+    from tuner.trials.model import Trial, TrialStatus
+
+    if not space.params:
+        raise SearchError("the search space is empty; give --param KEY=V1,V2 or --space FILE")
+    if n_trials < 1:
+        raise SearchError(f"--trials must be >= 1, got {n_trials}")
+    url = storage or default_storage()
+    objectives = objectives_for(mode, latency_metric)
+    opt = load_study(
+        study, url, objectives, constraint_count=len(space.constraints), seed=seed
+    )
+    recovered = recover_study(opt, runner.store)
+    owner = _owner()
+    base = base.with_values({k: v for k, v in space.fixed.items() if k not in WORKLOAD_KEYS})
+    report = SearchReport(
+        study=study,
+        storage=url,
+        objectives=objectives,
+        constraints=[str(c) for c in space.constraints],
+        measured=0,
+        pruned=0,
+        failed=0,
+        recovered=recovered,
+    )
+    asked = 0
+    while report.measured + report.failed < n_trials and asked < 3 * n_trials + 10:
+        asked += 1
+        ot = opt.ask()
+        ot.set_user_attr("owner_host", owner["host"])
+        ot.set_user_attr("owner_pid", owner["pid"])
+        ot.set_user_attr("owner_created", owner["created"])
+        values = {p.key: suggest(ot, p) for p in space.params}
+        knobs = {k: v for k, v in values.items() if k not in WORKLOAD_KEYS}
+        load = {k: v for k, v in {**space.fixed, **values}.items() if k in WORKLOAD_KEYS}
+        trial = Trial(
+            config=base.with_values(knobs),
+            workload=replace(workload, **load),
+            study=study,
+            objective=objectives[0],
+            tags={"kind": "search", "optuna_number": ot.number, "values": values, "storage": url},
+        )
+        ot.set_user_attr("tunelab_trial_id", trial.id)
+        try:
+            with _Heartbeat(opt._storage, ot._trial_id):
+                done = await runner.one(trial)
+        except BaseException:
+            # Ctrl-C or a bug: the point was not measured; say so in the study at once.
+            with contextlib.suppress(Exception):
+                ot.set_user_attr("interrupted", True)
+                opt.tell(ot, state=TrialState.FAIL)
+            raise
+        report.trials.append(done.id)
+        if done.status is TrialStatus.SKIPPED:
+            errors = [f["message"] for f in done.findings if f.get("severity") == "error"]
+            ot.set_user_attr("pruned_reason", "; ".join(errors)[:500] or "rules")
+            opt.tell(ot, state=TrialState.PRUNED)
+            report.pruned += 1
+        else:
+            results = [value_of(done, m) for m in objectives]
+            if done.status is TrialStatus.DONE and all(v is not None for v in results):
+                ot.set_user_attr(
+                    "constraints",
+                    [c.violation(value_of(done, c.metric)) for c in space.constraints],
+                )
+                ot.set_user_attr("meets_slo", meets(done, space.constraints))
+                ot.set_user_attr(
+                    "metrics",
+                    {m: value_of(done, m) for m in {*objectives, *(c.metric for c in space.constraints)}},
+                )
+                opt.tell(ot, [float(v) for v in results if v is not None])
+                report.measured += 1
+            else:
+                ot.set_user_attr("failure_reason", (done.failure_reason or str(done.status))[:500])
+                opt.tell(ot, state=TrialState.FAIL)
+                report.failed += 1
+        if on_trial is not None:
+            on_trial(done)
+    report.best = best_trials(opt)
+    return report

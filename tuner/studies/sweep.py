@@ -1,0 +1,256 @@
+"""Sweeps: vary one knob with the rest fixed, or descend over several knobs in turn.
+
+The reference guides tune one knob at a time on a fixed workload (e.g.
+vllm-v1-optimization-rocm7.txt §max-num-batched-tokens: "start from the
+default and sweep"); a sweep does exactly that and records every point as a
+trial of one study. Coordinate descent repeats it knob by knob, keeping the
+best value of each (among points that meet the SLO) before moving on; points
+already measured are reused, not re-run. A value the rules reject becomes a
+skipped trial without an engine start (the trial runner checks the rules).
+When only workload fields vary (concurrency, request rate, lengths) one
+engine serves every point, since restarting an identical server would only
+add a minute of start-up per point and noise nobody asked about.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from tuner.studies.common import TrialRunner, describe_values, meets, study_name, value_of
+from tuner.studies.space import Constraint, Param
+from tuner.studies.stats import Direction, metric_direction
+
+if TYPE_CHECKING:
+    from tuner.bench.workload import Workload
+    from tuner.config import EngineConfig
+    from tuner.trials.model import Trial
+
+
+class SweepError(ValueError):
+    """A sweep that cannot run as declared; says what to change."""
+
+
+@dataclass
+class SweepPoint:
+    """One value of the swept knob (with the other knobs at their current values).
+
+    Attributes:
+        knob: The knob varied in this step.
+        value: Its value at this point.
+        values: Every varied value in effect (earlier knobs at their best).
+        trials: The point's trials (several with repeats).
+        met_slo: Whether every finished repeat met the SLO (False when none finished).
+    """
+
+    knob: str
+    value: Any
+    values: dict[str, Any]
+    trials: list[Trial] = field(default_factory=list)
+    met_slo: bool = False
+
+    def objective(self, key: str) -> float | None:
+        """Mean objective over the finished repeats (None when none finished)."""
+        samples = [v for t in self.trials if (v := value_of(t, key)) is not None]
+        return statistics.fmean(samples) if samples else None
+
+    def to_dict(self, key: str) -> dict[str, Any]:
+        return {
+            "knob": self.knob,
+            "value": self.value,
+            "values": self.values,
+            "objective": self.objective(key),
+            "met_slo": self.met_slo,
+            "trials": [t.id for t in self.trials],
+            "statuses": [str(t.status) for t in self.trials],
+        }
+
+
+@dataclass
+class SweepStep:
+    """One knob's sweep: its points and the value kept."""
+
+    knob: str
+    points: list[SweepPoint]
+    best: Any = None
+    note: str = ""
+
+
+@dataclass
+class SweepReport:
+    """A finished sweep or descent."""
+
+    study: str
+    objective: str
+    steps: list[SweepStep]
+    best_values: dict[str, Any]
+    best_trial: str | None
+    constraints: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "study": self.study,
+            "objective": self.objective,
+            "constraints": self.constraints,
+            "best_values": self.best_values,
+            "best_trial": self.best_trial,
+            "steps": [
+                {
+                    "knob": s.knob,
+                    "best": s.best,
+                    "note": s.note,
+                    "points": [p.to_dict(self.objective) for p in s.points],
+                }
+                for s in self.steps
+            ],
+        }
+
+
+def _apply(
+    config: EngineConfig, workload: Workload, values: dict[str, Any]
+) -> tuple[EngineConfig, Workload]:
+    from tuner.studies.space import WORKLOAD_KEYS
+
+    knobs = {k: v for k, v in values.items() if k not in WORKLOAD_KEYS}
+    load = {k: v for k, v in values.items() if k in WORKLOAD_KEYS}
+    return config.with_values(knobs), replace(workload, **load)
+
+
+def _better(a: float, b: float, direction: Direction) -> bool:
+    return a > b if direction is Direction.HIGHER else a < b
+
+
+async def run_sweep(
+    base: EngineConfig,
+    workload: Workload,
+    params: Sequence[Param],
+    runner: TrialRunner,
+    *,
+    repeats: int = 1,
+    constraints: Sequence[Constraint] = (),
+    objective: str = "output_throughput",
+    study: str | None = None,
+    on_trial: Callable[[Trial], None] | None = None,
+) -> SweepReport:
+    """Sweep ``params[0]``; with more params, coordinate descent over them in order.
+
+    Args:
+        base: The config every point starts from.
+        workload: The workload every point starts from.
+        params: Knobs (or workload fields) with their values; descent order.
+        runner: Runs the trials (store, events and run options).
+        repeats: Trials per point, interleaved across points.
+        constraints: SLO bounds a point must meet to be kept as best.
+        objective: The result key that picks the best value.
+        study: Study name (default ``sweep-<time>``).
+        on_trial: Called with each trial once final.
+
+    Raises:
+        SweepError: No params, repeats < 1, or a param without listed values.
+    """
+    from tuner.trials.model import Trial
+
+    if not params:
+        raise SweepError("nothing to sweep: give at least one KEY=V1,V2,...")
+    if repeats < 1:
+        raise SweepError(f"repeats must be >= 1, got {repeats}")
+    name = study or study_name("sweep")
+    direction = metric_direction(objective)
+    current: dict[str, Any] = {}
+    measured: dict[str, SweepPoint] = {}
+    steps: list[SweepStep] = []
+    for param in params:
+        values = param.values()
+        points: list[SweepPoint] = []
+        fresh: list[SweepPoint] = []
+        for value in values:
+            at = {**current, param.key: value}
+            key = repr(sorted(at.items(), key=lambda kv: kv[0]))
+            if key in measured:
+                point = measured[key]
+                points.append(SweepPoint(param.key, value, at, point.trials, point.met_slo))
+                continue
+            point = SweepPoint(param.key, value, at)
+            measured[key] = point
+            points.append(point)
+            fresh.append(point)
+        batch: list[tuple[SweepPoint, Trial]] = []
+        for rep in range(repeats):
+            for point in fresh:
+                config, load = _apply(base, workload, point.values)
+                trial = Trial(
+                    config=config,
+                    workload=load,
+                    study=name,
+                    objective=objective,
+                    repeat=rep,
+                    tags={
+                        "kind": "sweep",
+                        "knob": param.key,
+                        "value": point.value,
+                        "values": point.values,
+                    },
+                )
+                batch.append((point, trial))
+        if param.is_workload and batch:
+            finished = await runner.many([t for _, t in batch])
+            for (point, _), trial in zip(batch, finished, strict=True):
+                point.trials.append(trial)
+                if on_trial is not None:
+                    on_trial(trial)
+        else:
+            for point, trial in batch:
+                done = await runner.one(trial)
+                point.trials.append(done)
+                if on_trial is not None:
+                    on_trial(done)
+        for point in fresh:
+            point.met_slo = bool(point.trials) and all(meets(t, constraints) for t in point.trials)
+        step = SweepStep(param.key, points)
+        best: SweepPoint | None = None
+        for point in points:
+            score = point.objective(objective)
+            if not point.met_slo or score is None:
+                continue
+            best_score = best.objective(objective) if best else None
+            if best is None or best_score is None or _better(score, best_score, direction):
+                best = point
+        if best is None:
+            step.note = f"no value of {param.key} finished within the SLO; kept it unset"
+        else:
+            step.best = best.value
+            current[param.key] = best.value
+        steps.append(step)
+    best_point = None
+    for point in measured.values():
+        score = point.objective(objective)
+        if point.met_slo and score is not None:
+            top = best_point.objective(objective) if best_point else None
+            if best_point is None or top is None or _better(score, top, direction):
+                best_point = point
+    best_trial = None
+    if best_point is not None:
+        finished = [t for t in best_point.trials if value_of(t, objective) is not None]
+        best_trial = finished[0].id if finished else None
+    return SweepReport(
+        study=name,
+        objective=objective,
+        steps=steps,
+        best_values=dict(best_point.values) if best_point else {},
+        best_trial=best_trial,
+        constraints=[str(c) for c in constraints],
+    )
+
+
+def describe_step(step: SweepStep, objective: str) -> list[str]:
+    """Text lines of one step for plain output."""
+    lines = [f"{step.knob}: kept {step.best!r}" if step.note == "" else step.note]
+    for p in step.points:
+        score = p.objective(objective)
+        shown = "-" if score is None else f"{score:.4g}"
+        lines.append(
+            f"  {describe_values(p.values)}  {objective}={shown}  slo={'ok' if p.met_slo else 'no'}"
+        )
+    return lines
