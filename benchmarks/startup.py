@@ -37,7 +37,9 @@ def main() -> None:
     doctor_t = _time([exe, "doctor"], args.runs)
     print(f"python -c pass : median {statistics.median(py) * 1000:7.1f} ms")
     print(f"tunelab --help : median {statistics.median(help_t) * 1000:7.1f} ms  (goal < 1000 ms)")
-    print(f"tunelab doctor : median {statistics.median(doctor_t) * 1000:7.1f} ms  (goal < 1000 ms, cached probe)")
+    print(
+        f"tunelab doctor : median {statistics.median(doctor_t) * 1000:7.1f} ms  (goal < 1000 ms, cached probe)"
+    )
 
 
 if __name__ == "__main__":

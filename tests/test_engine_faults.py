@@ -43,7 +43,9 @@ async def test_port_taken_between_choice_and_bind_is_retried(tmp_path: Path, mon
     taken = blocker.getsockname()[1]
     ports = iter([taken])
     real_free_port = server_mod.free_port
-    monkeypatch.setattr(server_mod, "free_port", lambda host: next(ports, None) or real_free_port(host))
+    monkeypatch.setattr(
+        server_mod, "free_port", lambda host: next(ports, None) or real_free_port(host)
+    )
     engine = Engine(_spec(tmp_path, "serve"))
     try:
         await engine.start()
@@ -81,6 +83,11 @@ async def test_crash_after_ready_is_noticed_at_once(tmp_path: Path) -> None:
 
 
 async def test_missing_interpreter_is_a_clear_error(tmp_path: Path) -> None:
-    spec = EngineSpec(config=EngineConfig(model="m"), log_path=tmp_path / "e.log", python="/nonexistent/python", entry="module")
+    spec = EngineSpec(
+        config=EngineConfig(model="m"),
+        log_path=tmp_path / "e.log",
+        python="/nonexistent/python",
+        entry="module",
+    )
     with pytest.raises(EngineStartError, match="tunelab doctor"):
         await Engine(spec).start()

@@ -17,7 +17,13 @@ import pytest
 from tuner.config import EngineConfig
 from tuner.cpu_demo import DEMO_ENGINE_ARGS
 from tuner.engine import Engine, EngineSpec, EngineStartError
-from tuner.engine.events import EngineBackendChosen, EngineLog, EngineReady, EngineStarting, EngineStopped
+from tuner.engine.events import (
+    EngineBackendChosen,
+    EngineLog,
+    EngineReady,
+    EngineStarting,
+    EngineStopped,
+)
 
 pytestmark = pytest.mark.engine
 REPO = Path(__file__).resolve().parents[1]
@@ -34,7 +40,9 @@ def _alive(pids: set[int]) -> set[int]:
     return out
 
 
-async def test_real_engine_streams_reports_backend_and_leaves_nothing(demo_model_path: Path, tmp_path: Path) -> None:
+async def test_real_engine_streams_reports_backend_and_leaves_nothing(
+    demo_model_path: Path, tmp_path: Path
+) -> None:
     events: list[object] = []
     spec = EngineSpec(
         config=EngineConfig(model=str(demo_model_path), engine=dict(DEMO_ENGINE_ARGS)),
@@ -47,8 +55,9 @@ async def test_real_engine_streams_reports_backend_and_leaves_nothing(demo_model
         assert len(pids) >= 3, f"expected API server + engine core + worker, got {pids}"
         assert engine.url and engine.url.startswith("http://127.0.0.1:")
         chunks: list[str] = []
-        async with httpx.AsyncClient(timeout=60) as client:
-            async with client.stream(
+        async with (
+            httpx.AsyncClient(timeout=60) as client,
+            client.stream(
                 "POST",
                 f"{engine.url}/v1/completions",
                 json={
@@ -58,11 +67,12 @@ async def test_real_engine_streams_reports_backend_and_leaves_nothing(demo_model
                     "ignore_eos": True,
                     "stream": True,
                 },
-            ) as resp:
-                assert resp.status_code == 200
-                async for line in resp.aiter_lines():
-                    if line.startswith("data: ") and line != "data: [DONE]":
-                        chunks.append(json.loads(line[6:])["choices"][0]["text"])
+            ) as resp,
+        ):
+            assert resp.status_code == 200
+            async for line in resp.aiter_lines():
+                if line.startswith("data: ") and line != "data: [DONE]":
+                    chunks.append(json.loads(line[6:])["choices"][0]["text"])
         assert len(chunks) == 8, chunks
         assert engine.backend == "CPU_ATTN"
     finally:
@@ -74,7 +84,9 @@ async def test_real_engine_streams_reports_backend_and_leaves_nothing(demo_model
     assert "Starting vLLM" in log_text or "Application startup complete" in log_text
 
 
-async def test_rejected_argument_fails_fast_with_the_cause(demo_model_path: Path, tmp_path: Path) -> None:
+async def test_rejected_argument_fails_fast_with_the_cause(
+    demo_model_path: Path, tmp_path: Path
+) -> None:
     spec = EngineSpec(
         config=EngineConfig(
             model=str(demo_model_path),
@@ -97,7 +109,13 @@ async def test_rejected_argument_fails_fast_with_the_cause(demo_model_path: Path
 
 def test_sigkill_of_tunelab_leaves_no_engine(demo_model_path: Path, tmp_path: Path) -> None:
     holder = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.hold_engine", str(demo_model_path), str(tmp_path / "e.log")],
+        [
+            sys.executable,
+            "-m",
+            "tests.support.hold_engine",
+            str(demo_model_path),
+            str(tmp_path / "e.log"),
+        ],
         cwd=REPO,
         stdout=subprocess.PIPE,
         text=True,

@@ -66,9 +66,30 @@ non_blank = hostile.filter(lambda s: s.strip() != "" and not s.startswith("tunel
 
 ENV_KNOBS = [k for k in knobs.KNOBS if str(k.kind) == "env"]
 ENGINE_KNOBS = [k for k in knobs.KNOBS if str(k.kind) == "engine"]
-# Engine flags outside the catalogue: passed through unchecked, so any text goes.
-FREE_ENGINE_KEYS = ["served-model-name", "chat-template", "download-dir", "tokenizer"]
-FREE_ENV_KEYS = ["VLLM_SOME_FUTURE_FLAG", "NCCL_DEBUG", "HIP_VISIBLE_DEVICES", "OMP_NUM_THREADS"]
+# Keys outside the catalogue pass through unchecked, so any text goes there
+# (computed, because the catalogue grows: a key it learns gets typed values).
+FREE_ENGINE_KEYS = [
+    k
+    for k in (
+        "served-model-name",
+        "chat-template",
+        "download-dir",
+        "tokenizer",
+        "hf-overrides-text",
+    )
+    if knobs.get(k) is None
+]
+FREE_ENV_KEYS = [
+    k
+    for k in (
+        "VLLM_SOME_FUTURE_FLAG",
+        "NCCL_DEBUG",
+        "OMP_NUM_THREADS",
+        "RCCL_MSCCL_ENABLE",
+        "HSA_NO_SCRATCH_RECLAIM",
+    )
+    if knobs.get(k) is None
+]
 
 
 def typed_value(knob: knobs.Knob) -> st.SearchStrategy:
@@ -246,3 +267,21 @@ def test_bad_entry_is_refused(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert "VLLM_ENTRY must be 'serve' or 'module'" in proc.stderr
+
+
+@settings(max_examples=60, deadline=None)
+@given(value=hostile)
+def test_quoting_gives_back_the_value_in_bash(value: str) -> None:
+    """Both quoting forms (single quotes; one-line $'...' for YAML comments) are exact in bash."""
+    from tuner.export.quoting import ansi_c_quote, comment_text, shell_quote
+
+    for quoted in (shell_quote(value), ansi_c_quote(value)):
+        proc = subprocess.run(
+            ["bash", "-c", f"printf %s {quoted}"],
+            capture_output=True,
+            check=True,
+            env={"LC_ALL": "C.UTF-8"},
+        )
+        assert proc.stdout.decode("utf-8") == value
+    assert "\n" not in ansi_c_quote(value)
+    assert "\n" not in comment_text(value) and "\r" not in comment_text(value)

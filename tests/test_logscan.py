@@ -12,11 +12,23 @@ from tuner.engine import logscan
     [
         # vLLM 0.6-0.8 (V0/V1 CUDA)
         ("INFO 05-01 10:00:00 [cuda.py:240] Using Flash Attention backend.", "FLASH_ATTN"),
-        ("(EngineCore_0 pid=12) INFO 09-01 10:00:00 [cuda.py:446] Using FLASH_ATTN backend.", "FLASH_ATTN"),
+        (
+            "(EngineCore_0 pid=12) INFO 09-01 10:00:00 [cuda.py:446] Using FLASH_ATTN backend.",
+            "FLASH_ATTN",
+        ),
         ("INFO [rocm.py:200] Using Triton Attention backend on V1 engine.", "TRITON_ATTN"),
-        ("(Worker pid=9) INFO 11-02 01:02:03 [rocm.py:850] Using ROCM_AITER_FA backend out of potential backends: ['ROCM_AITER_FA', 'TRITON_ATTN'].", "ROCM_AITER_FA"),
-        ("INFO [rocm.py:750] Using ROCM_AITER_UNIFIED_ATTN backend (selected via --attention-backend).", "ROCM_AITER_UNIFIED_ATTN"),
-        ("INFO [cuda.py:507] Using TRITON_ATTN attention backend out of potential backends: ['X'].", "TRITON_ATTN"),
+        (
+            "(Worker pid=9) INFO 11-02 01:02:03 [rocm.py:850] Using ROCM_AITER_FA backend out of potential backends: ['ROCM_AITER_FA', 'TRITON_ATTN'].",
+            "ROCM_AITER_FA",
+        ),
+        (
+            "INFO [rocm.py:750] Using ROCM_AITER_UNIFIED_ATTN backend (selected via --attention-backend).",
+            "ROCM_AITER_UNIFIED_ATTN",
+        ),
+        (
+            "INFO [cuda.py:507] Using TRITON_ATTN attention backend out of potential backends: ['X'].",
+            "TRITON_ATTN",
+        ),
         ("INFO [cpu.py:175] Using CPU_MLA backend.", "CPU_MLA"),
         ("INFO [selector.py:1] Using the ROCmFlashAttention backend.", "ROCM_FLASH"),
     ],
@@ -54,7 +66,9 @@ def test_failure_reason_picks_the_error_not_the_traceback() -> None:
         "    raise ValueError(",
         "ValueError: Unknown attention backend: 'FOO'. Valid options are: FLASH_ATTN, CPU_ATTN",
     ]
-    assert logscan.failure_reason(lines, 1).startswith("ValueError: Unknown attention backend: 'FOO'")
+    assert logscan.failure_reason(lines, 1).startswith(
+        "ValueError: Unknown attention backend: 'FOO'"
+    )
 
 
 def test_failure_reason_strips_worker_prefixes() -> None:
@@ -74,7 +88,10 @@ def test_failure_reason_without_error_line_names_signal_or_code() -> None:
 
 
 def test_argparse_error_is_a_reason() -> None:
-    lines = ["usage: api_server.py [-h] ...", "api_server.py: error: argument --max-num-seqs: invalid int value: 'x'"]
+    lines = [
+        "usage: api_server.py [-h] ...",
+        "api_server.py: error: argument --max-num-seqs: invalid int value: 'x'",
+    ]
     assert "invalid int value" in logscan.failure_reason(lines, 2)
 
 

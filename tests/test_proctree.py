@@ -83,7 +83,9 @@ def test_reaper_kills_the_tree_when_its_parent_is_sigkilled(tmp_path: Path) -> N
         "time.sleep(600)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, cwd=REPO, env=env)
+    parent = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, text=True, cwd=REPO, env=env
+    )
     assert parent.stdout is not None
     info = json.loads(parent.stdout.readline())
     assert len(_alive(info["pids"])) == 4

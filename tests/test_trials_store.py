@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import math
 import sqlite3
@@ -164,7 +165,7 @@ def test_two_processes_write_at_once_and_nothing_is_lost(tmp_path: Path) -> None
         assert all(t.results and t.results["writer"] == name for t in mine)
     # The writes interleaved (the writers really ran at the same time).
     order = [t.study for t in trials]
-    switches = sum(1 for x, y in zip(order, order[1:], strict=False) if x != y)
+    switches = sum(1 for x, y in itertools.pairwise(order) if x != y)
     assert switches > 2, f"writers ran one after the other ({switches} switches)"
 
 

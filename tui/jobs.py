@@ -24,7 +24,7 @@ from tui.messages import JobFinished, RunEvent
 if TYPE_CHECKING:
     from tui.app import TunelabApp
 
-AB_REPEATS = 2
+AB_REPEATS = 3  # n=2 gives 1 degree of freedom: intervals too wide to name a winner
 
 
 @dataclass

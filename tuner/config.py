@@ -131,7 +131,10 @@ class EngineConfig:
             args.extend(render_flag(key, self.engine[key]))
         if compilation:
             args.extend(
-                ["--compilation-config", json.dumps(compilation, sort_keys=True, separators=(",", ":"))]
+                [
+                    "--compilation-config",
+                    json.dumps(compilation, sort_keys=True, separators=(",", ":")),
+                ]
             )
         return args
 
@@ -181,7 +184,9 @@ def parse_value(text: str) -> EngineValue:
         try:
             return json.loads(stripped)
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"value {text!r} looks like JSON but is not valid: {exc.msg}") from None
+            raise ConfigError(
+                f"value {text!r} looks like JSON but is not valid: {exc.msg}"
+            ) from None
     try:
         return int(stripped)
     except ValueError:

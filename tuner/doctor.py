@@ -38,7 +38,9 @@ class DoctorReport:
         return asdict(self)
 
 
-def gather(python: str = sys.executable, *, refresh: bool = False, telemetry: str = "auto") -> DoctorReport:
+def gather(
+    python: str = sys.executable, *, refresh: bool = False, telemetry: str = "auto"
+) -> DoctorReport:
     """Collects the report; every part that fails becomes a line, never an exception."""
     from tuner.demo_model import demo_model_dir
     from tuner.introspect import IntrospectError, introspect

@@ -32,8 +32,17 @@ def pick_winner(trials: list[Any]) -> Any | None:
     return getattr(found, "trial", found)
 
 
+def _scalars(data: dict[str, Any]) -> dict[str, Any]:
+    """The top-level numbers and strings of a dict (TOML has no null; nested detail stays in the store)."""
+    return {
+        k: v
+        for k, v in data.items()
+        if isinstance(v, str | int | float) and not (isinstance(v, float) and v != v)
+    }
+
+
 def export_trial(trial: Any, directory: Path, formats: list[str], force: bool = False) -> list[Path]:
-    """Write ``trial`` as a preset (with its workload, results and id) in ``formats``."""
+    """Write ``trial`` as a preset (with its workload, headline results and id) in ``formats``."""
     from tuner.export.preset import Provenance, preset_from_config
     from tuner.export.render import export, safe_name
 
@@ -41,8 +50,8 @@ def export_trial(trial: Any, directory: Path, formats: list[str], force: bool = 
         trial.config,
         safe_name(f"trial-{trial.short_id}"),
         description=f"Exported from tunelab trial {trial.id} (study {trial.study}).",
-        workload=trial.workload.to_dict(),
-        results=trial.results,
+        workload=_scalars(trial.workload.to_dict()),
+        results=_scalars(trial.results or {}),
         provenance=Provenance(trial_id=trial.id),
     )
     return export(preset, directory, formats, force=force)
@@ -108,7 +117,7 @@ class ExportScreen(ModalScreen[list[Path] | None]):
         status = self.query_one("#export-status", Static)
         trial_id = self.query_one("#export-trial", Select).value
         trials = {t.id: t for t in study_trials(self.app)}
-        trial = trials.get(str(trial_id)) if trial_id is not Select.BLANK else None
+        trial = trials.get(str(trial_id)) if trial_id is not Select.NULL else None
         if trial is None:
             status.update("Choose a trial first.")
             return []

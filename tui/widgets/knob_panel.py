@@ -57,8 +57,12 @@ class KnobRow(Horizontal):
         knob = self.knob
         yield Label(" ", classes="knob-mark")
         yield Label(knob.key, classes="knob-name")
-        if knob.type is ValueType.BOOL:
-            yield Switch(value=as_bool(knob.default) if knob.default is not None else False)
+        if self.tristate:
+            # A switch cannot show "vLLM decides" (the default of these depends on the
+            # model and version), so they get default / on / off.
+            yield Select([("on", "on"), ("off", "off")], prompt="default", allow_blank=True, compact=True)
+        elif knob.type is ValueType.BOOL:
+            yield Switch(value=as_bool(knob.default))
         elif knob.type is ValueType.CHOICE:
             yield Select(
                 [(c, c) for c in self.choices],
@@ -69,6 +73,11 @@ class KnobRow(Horizontal):
         else:
             placeholder = "default" if knob.default is None else f"{value_text(knob.default)}"
             yield Input(placeholder=placeholder, compact=True)
+
+    @property
+    def tristate(self) -> bool:
+        """A BOOL knob whose default vLLM decides at run time."""
+        return self.knob.type is ValueType.BOOL and self.knob.default is None
 
     @property
     def control(self) -> Switch | Select[str] | Input:
@@ -105,6 +114,8 @@ class KnobRow(Horizontal):
             with control.prevent(Select.Changed):
                 if value is None:
                     control.clear()
+                elif self.tristate:
+                    control.value = "on" if as_bool(value) else "off"
                 else:
                     text = str(value)
                     if text not in self.choices:
@@ -130,7 +141,9 @@ class KnobRow(Horizontal):
     @on(Select.Changed)
     def _select(self, event: Select.Changed) -> None:
         event.stop()
-        value = None if event.value is Select.BLANK else str(event.value)
+        value: Any = None if event.value is Select.NULL else str(event.value)
+        if self.tristate and value is not None:
+            value = value == "on"
         self.post_message(KnobChanged(self.knob.key, value))
 
     @on(Input.Changed)

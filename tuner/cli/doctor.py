@@ -13,9 +13,13 @@ def register(app: typer.Typer) -> None:
     def doctor(
         as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
         python: str = typer.Option(
-            sys.executable, "--python", help="Interpreter of the environment whose vLLM the engine uses."
+            sys.executable,
+            "--python",
+            help="Interpreter of the environment whose vLLM the engine uses.",
         ),
-        refresh: bool = typer.Option(False, "--refresh", help="Re-probe vLLM instead of using the cache."),
+        refresh: bool = typer.Option(
+            False, "--refresh", help="Re-probe vLLM instead of using the cache."
+        ),
     ) -> None:
         """Python, tunelab, vLLM (version, platform, how it starts), GPUs and the demo model."""
         from tuner.doctor import gather
@@ -27,13 +31,17 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
 
         con = Console()
-        con.print(f"[bold]tunelab[/] {report.tunelab_version} on {report.node} "
-                  f"(Python {report.python_version}, {report.python})")
+        con.print(
+            f"[bold]tunelab[/] {report.tunelab_version} on {report.node} "
+            f"(Python {report.python_version}, {report.python})"
+        )
         con.print("\n[bold]vLLM[/]")
         for line in report.vllm_lines:
             con.print(f"  {line}", highlight=False)
         if report.differences:
-            con.print(f"\n[bold]Catalogue vs installed vLLM[/] ({len(report.differences)} differences; installed wins)")
+            con.print(
+                f"\n[bold]Catalogue vs installed vLLM[/] ({len(report.differences)} differences; installed wins)"
+            )
             for diff in report.differences[:40]:
                 con.print(f"  - {diff['message']}", highlight=False)
             if len(report.differences) > 40:
@@ -41,5 +49,7 @@ def register(app: typer.Typer) -> None:
         con.print(f"\n[bold]GPUs[/] (backend: {report.gpu_backend})")
         for line in report.gpu_lines:
             con.print(f"  {line}", highlight=False)
-        state = "built" if report.demo_model_built else "not built yet (`tunelab demo-model` builds it)"
+        state = (
+            "built" if report.demo_model_built else "not built yet (`tunelab demo-model` builds it)"
+        )
         con.print(f"\n[bold]Demo model[/] {report.demo_model} — {state}")

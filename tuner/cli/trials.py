@@ -307,7 +307,7 @@ def _print_trial(trial: Trial, *, tail: bool) -> None:
             ("TPOT ms mean/p50/p99", ("mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms"), ",.1f"),
             ("ITL ms mean/p50/p99", ("mean_itl_ms", "median_itl_ms", "p99_itl_ms"), ",.1f"),
             ("E2E ms mean/p50/p99", ("mean_e2el_ms", "median_e2el_ms", "p99_e2el_ms"), ",.1f"),
-            ("completed / failed", ("completed", "failed"), "d"),
+            ("completed / failed", ("completed", "failed"), ".0f"),
         ]
         for label, keys, spec in rows:
             keys = keys if isinstance(keys, tuple) else (keys,)

@@ -68,6 +68,12 @@ class EngineStopped:
 
 
 EngineEvent = (
-    EngineStarting | EngineLog | EngineBackendChosen | EngineReady | EngineFailed | EngineExited | EngineStopped
+    EngineStarting
+    | EngineLog
+    | EngineBackendChosen
+    | EngineReady
+    | EngineFailed
+    | EngineExited
+    | EngineStopped
 )
 EventCallback = Callable[[EngineEvent], None]

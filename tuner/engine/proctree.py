@@ -10,6 +10,7 @@ pid is never killed by mistake.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -35,10 +36,8 @@ class ProcRef:
     def send(self, sig: int) -> None:
         if not self.alive():
             return
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(self.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 def ref(pid: int) -> ProcRef | None:
@@ -99,10 +98,8 @@ def kill_tree(
         members |= _wait_gone(members, term, root_pid, pgid)
     for member in alive(members):
         member.send(signal.SIGKILL)
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
     _wait_gone(members, 5.0, root_pid, pgid)
     return alive(members)
 
@@ -112,7 +109,9 @@ def _wait_gone(members: set[ProcRef], seconds: float, root_pid: int, pgid: int) 
     deadline = time.monotonic() + seconds
     seen = set(members)
     while time.monotonic() < deadline:
-        seen |= tree(root_pid, pgid) if any(m.pid == root_pid and m.alive() for m in seen) else set()
+        seen |= (
+            tree(root_pid, pgid) if any(m.pid == root_pid and m.alive() for m in seen) else set()
+        )
         if not alive(seen):
             break
         time.sleep(0.05)

@@ -11,6 +11,7 @@ tree is left. PR_SET_PDEATHSIG alone would not do: it fires when the
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
@@ -43,10 +44,8 @@ def watch(parent: int, root: int, period: float = 0.2) -> int:
         # The root ended (stopped or crashed): end any orphaned children.
         for member in proctree.alive(known):
             member.send(signal.SIGKILL)
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(root, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
         leftover = proctree.alive(known)
     return 1 if leftover else 0
 

@@ -127,7 +127,9 @@ class Engine:
             except EngineStartError as err:
                 await self._kill()
                 if err.port_in_use and attempt < attempts:
-                    self._emit(EngineLog(f"[tunelab] port {port} was taken; retrying on another port"))
+                    self._emit(
+                        EngineLog(f"[tunelab] port {port} was taken; retrying on another port")
+                    )
                     continue
                 self._emit(EngineFailed(err.reason, tuple(err.log_tail)))
                 raise
@@ -197,7 +199,9 @@ class Engine:
         assert self._proc is not None
         deadline = started + self.spec.startup_timeout
         last_scan = 0.0
-        async with httpx.AsyncClient(timeout=httpx.Timeout(2.0, connect=0.5), trust_env=False) as client:
+        async with httpx.AsyncClient(
+            timeout=httpx.Timeout(2.0, connect=0.5), trust_env=False
+        ) as client:
             while True:
                 rc = self._proc.poll()
                 if rc is not None:
@@ -300,10 +304,9 @@ class Engine:
 
     def _emit(self, event: EngineEvent) -> None:
         if self._on_event is not None:
-            try:
+            # A watcher's bug must not take the engine down with it.
+            with contextlib.suppress(Exception):
                 self._on_event(event)
-            except Exception:  # a watcher's bug must not kill the engine
-                pass
 
     def _emit_threadsafe(self, event: EngineEvent) -> None:
         loop = self._loop
@@ -317,7 +320,15 @@ def _start_reaper(root: int) -> subprocess.Popen[bytes] | None:
     """Starts the watchdog that kills the tree if tunelab dies."""
     try:
         return subprocess.Popen(
-            [sys.executable, "-m", "tuner.engine.reaper", "--parent", str(os.getpid()), "--root", str(root)],
+            [
+                sys.executable,
+                "-m",
+                "tuner.engine.reaper",
+                "--parent",
+                str(os.getpid()),
+                "--root",
+                str(root),
+            ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -77,7 +77,14 @@ class EngineSpec:
         if entry == "serve":
             vllm_bin = str(Path(self.python).parent / "vllm")
             return [vllm_bin, "serve", self.config.model, *tail]
-        return [self.python, "-m", "vllm.entrypoints.openai.api_server", "--model", self.config.model, *tail]
+        return [
+            self.python,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            self.config.model,
+            *tail,
+        ]
 
     def environment(self) -> dict[str, str]:
         """The parent's environment, minus tunelab's own settings, plus the config's env."""

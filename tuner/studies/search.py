@@ -79,9 +79,16 @@ def open_storage(url: str) -> optuna.storages.RDBStorage:
     Raises:
         SearchError: The URL is not a database URL Optuna can open.
     """
+    import warnings
+
     import optuna
     import sqlalchemy.exc
 
+    # Heartbeats are what make a killed worker's point detectable; Optuna marks
+    # them experimental and expects Study.optimize, but ask/tell with our own
+    # heartbeat thread is the documented way to drive them by hand.
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed")
     if "://" not in url:
         raise SearchError(
             f"storage {url!r} is not a database URL; use sqlite:///PATH or "
@@ -103,23 +110,11 @@ def open_storage(url: str) -> optuna.storages.RDBStorage:
         raise SearchError(f"cannot open Optuna storage {url}: {exc}") from None
 
 
-def _constraints_func(count: int) -> Callable[[Any], list[float]] | None:
-    if not count:
-        return None
-
-    def constraints(frozen: Any) -> list[float]:
-        stored = frozen.user_attrs.get("constraints")
-        return list(stored) if stored else [1e30] * count
-
-    return constraints
-
-
 def load_study(
     name: str,
     storage: str,
     objectives: list[str],
     *,
-    constraint_count: int = 0,
     seed: int | None = None,
     create: bool = True,
 ) -> optuna.Study:
@@ -136,12 +131,8 @@ def load_study(
     directions = [
         "maximize" if metric_direction(m) is Direction.HIGHER else "minimize" for m in objectives
     ]
-    sampler = optuna.samplers.TPESampler(
-        seed=seed,
-        constraints_func=_constraints_func(constraint_count),
-        n_startup_trials=5,
-        multivariate=True,
-    )
+    # Constraints reach the sampler through Trial.set_constraint (Optuna 5).
+    sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=5, multivariate=True)
     if not create:
         try:
             return optuna.load_study(study_name=name, storage=store, sampler=sampler)
@@ -231,8 +222,12 @@ def suggest(trial: optuna.Trial, param: Param) -> Any:
     if param.kind == "categorical":
         return trial.suggest_categorical(param.key, list(param.choices))
     if param.kind == "int":
-        return trial.suggest_int(param.key, int(param.low or 0), int(param.high or 0), log=param.log)
-    return trial.suggest_float(param.key, float(param.low or 0), float(param.high or 0), log=param.log)
+        return trial.suggest_int(
+            param.key, int(param.low or 0), int(param.high or 0), log=param.log
+        )
+    return trial.suggest_float(
+        param.key, float(param.low or 0), float(param.high or 0), log=param.log
+    )
 
 
 class _Heartbeat:
@@ -332,9 +327,7 @@ async def run_search(
         raise SearchError(f"--trials must be >= 1, got {n_trials}")
     url = storage or default_storage()
     objectives = objectives_for(mode, latency_metric)
-    opt = load_study(
-        study, url, objectives, constraint_count=len(space.constraints), seed=seed
-    )
+    opt = load_study(study, url, objectives, seed=seed)
     recovered = recover_study(opt, runner.store)
     owner = _owner()
     base = base.with_values({k: v for k, v in space.fixed.items() if k not in WORKLOAD_KEYS})
@@ -363,7 +356,13 @@ async def run_search(
             workload=replace(workload, **load),
             study=study,
             objective=objectives[0],
-            tags={"kind": "search", "optuna_number": ot.number, "values": values, "storage": url},
+            tags={
+                "kind": "search",
+                "optuna_number": ot.number,
+                "values": values,
+                "storage": url,
+                "slo": [str(c) for c in space.constraints],
+            },
         )
         ot.set_user_attr("tunelab_trial_id", trial.id)
         try:
@@ -384,14 +383,17 @@ async def run_search(
         else:
             results = [value_of(done, m) for m in objectives]
             if done.status is TrialStatus.DONE and all(v is not None for v in results):
-                ot.set_user_attr(
-                    "constraints",
-                    [c.violation(value_of(done, c.metric)) for c in space.constraints],
-                )
+                violations = [c.violation(value_of(done, c.metric)) for c in space.constraints]
+                for c, v in zip(space.constraints, violations, strict=True):
+                    ot.set_constraint(str(c), v)
+                ot.set_user_attr("constraints", violations)
                 ot.set_user_attr("meets_slo", meets(done, space.constraints))
                 ot.set_user_attr(
                     "metrics",
-                    {m: value_of(done, m) for m in {*objectives, *(c.metric for c in space.constraints)}},
+                    {
+                        m: value_of(done, m)
+                        for m in {*objectives, *(c.metric for c in space.constraints)}
+                    },
                 )
                 opt.tell(ot, [float(v) for v in results if v is not None])
                 report.measured += 1

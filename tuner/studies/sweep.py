@@ -191,6 +191,7 @@ async def run_sweep(
                         "knob": param.key,
                         "value": point.value,
                         "values": point.values,
+                        "slo": [str(c) for c in constraints],
                     },
                 )
                 batch.append((point, trial))

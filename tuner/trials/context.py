@@ -28,13 +28,32 @@ class RunContext:
     notes: list[str]
 
 
-def resolve_context(model: str, python: str = sys.executable) -> RunContext:
-    """The installed vLLM as the target (introspected, cached) and the analyzed model.
+# Target per interpreter, resolved once per process: introspection's own
+# cache still runs a locating subprocess (~0.3-1 s) on each call, which a
+# study of many trials must not pay per trial.
+_TARGETS: dict[str, tuple[Target, tuple[str, ...]]] = {}
 
-    Blocking (introspection may run a subprocess the first time): call it from
-    a thread in async code. Never raises for a missing vLLM or model; the
-    notes say what could not be read.
+
+def resolve_context(
+    model: str, python: str = sys.executable, *, refresh: bool = False
+) -> RunContext:
+    """The installed vLLM and this node's GPUs as the target, and the analyzed model.
+
+    Blocking (introspection may run a subprocess): call it from a thread in
+    async code. The target is remembered per interpreter for the life of the
+    process (``refresh`` re-reads it). Never raises for a missing vLLM or
+    model; the notes say what could not be read.
     """
+    if refresh or python not in _TARGETS:
+        _TARGETS[python] = _resolve_target(python)
+    target, target_notes = _TARGETS[python]
+    notes = list(target_notes)
+    return RunContext(target, analyze_model(model, notes), notes)
+
+
+def _resolve_target(python: str) -> tuple[Target, tuple[str, ...]]:
+    from dataclasses import replace
+
     from tuner.introspect import IntrospectError, introspect
     from tuner.rules import Target
 
@@ -50,7 +69,34 @@ def resolve_context(model: str, python: str = sys.executable) -> RunContext:
         if info is not None:
             notes.append(f"no vLLM for {python} ({info.error})")
         target = Target(note="catalogue")
-    return RunContext(target, analyze_model(model, notes), notes)
+    gpus, vram_gib = _node_gpus(notes)
+    if gpus:
+        target = replace(target, gpus=gpus, vram_gib=target.vram_gib or vram_gib)
+    return target, tuple(notes)
+
+
+def _node_gpus(notes: list[str]) -> tuple[int, float | None]:
+    """GPU count (forced or from telemetry) and one GPU's memory in GiB, for the rules."""
+    from tuner.trials.slots import SlotError, gpu_count
+
+    try:
+        count = gpu_count()
+    except SlotError as exc:
+        notes.append(str(exc))
+        return 0, None
+    if not count:
+        return 0, None
+    try:
+        from tuner.telemetry import select_backend
+
+        backend = select_backend("auto")
+        try:
+            total = backend.snapshot(0).vram_total if backend.count() else None
+        finally:
+            backend.close()
+    except Exception:
+        total = None
+    return count, (total / 1024**3 if total else None)
 
 
 def analyze_model(model: str, notes: list[str] | None = None) -> ModelInfo | None:

@@ -62,6 +62,7 @@ class _Session:
         self.current: Trial | None = None
         self.group: list[Trial] = []
         self.engine: Engine | None = None
+        self.watched: list[tuple[Any, str]] = []
 
     # -- events ------------------------------------------------------------------
     def emit(self, event: TrialEvent) -> None:
@@ -135,7 +136,6 @@ class _Session:
         assert self.engine is not None and self.engine.url is not None
         self.current = trial
         wl = trial.workload
-        t_start = time.monotonic()
         self.store.update_status(trial, TrialStatus.MEASURING)
         self.emit(TrialStage(trial.id, "warmup" if wl.warmup_requests else "measuring"))
         sampler = self.sampler
@@ -152,10 +152,11 @@ class _Session:
                     self.emit(TrialStage(trial.id, "measuring"))
             self.emit(TrialProgress(trial.id, p))
 
+        t_start = time.monotonic()
         bench = asyncio.ensure_future(
             run_benchmark(self.engine.url, model, wl, on_progress=progress)
         )
-        crash = asyncio.ensure_future(self.watch_crash(self.members()))
+        crash = asyncio.ensure_future(self.watch_crash(self.watched))
         try:
             await asyncio.wait({bench, crash}, return_when=asyncio.FIRST_COMPLETED)
         except BaseException:
@@ -356,6 +357,7 @@ async def run_workloads(
             trial.timings["start_s"] = start_s
             store.save(trial)
         model = engine.served_model
+        session.watched = session.members()
         while pending:
             trial = pending[0]
             try:

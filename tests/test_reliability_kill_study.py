@@ -1,0 +1,126 @@
+"""tunelab SIGKILLed during a study, repeatedly: the store opens, nothing committed is lost,
+no engine survives, and the study resumes where it stopped.
+
+The study process is ``tests/support/fault_study.py`` (the real store,
+recovery, studies' runner and trial runner) on the engine double; the
+figures over many more kills come from ``benchmarks/fault_loops.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.support import fault_procs
+from tests.support.fault_killloop import kill_loop
+from tuner.trials.model import TrialStatus
+from tuner.trials.store import TrialStore
+
+
+def test_random_sigkills_lose_nothing_and_leave_no_engine(tmp_path: Path) -> None:
+    figures = kill_loop(tmp_path, kills=6, points=5, seed=20261122)
+    assert figures.faults == 6
+    assert figures.ok, figures.notes
+    assert figures.lost == 0 and figures.orphans == 0
+    # Every point of every study finished exactly once (no duplicate, none missing).
+    assert figures.completed == 5 * figures.studies
+    assert figures.restarts >= 7  # each kill is followed by a restart
+
+
+def _start_study(db: Path, marker: str, token_ms: float) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.support.fault_study", "--store", str(db), "--points", "1"]
+        + ["--token-ms", str(token_ms)],
+        cwd=fault_procs.REPO,
+        env={**os.environ, fault_procs.MARKER: marker},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def _wait_measuring(db: Path, timeout: float = 30.0) -> tuple[int, float]:
+    """Polls the store until the trial is measuring; returns its engine's (pid, create time)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if db.exists():
+            with TrialStore(db) as store:
+                for trial in store.list():
+                    if trial.status is TrialStatus.MEASURING and trial.engine_pid:
+                        return trial.engine_pid, trial.engine_created or 0.0
+        time.sleep(0.05)
+    raise AssertionError("the study never reached the measured run")
+
+
+@pytest.mark.parametrize("kill_reaper", [False, True], ids=["reaper-kills", "recovery-kills"])
+def test_kill_during_the_measured_run_then_resume(tmp_path: Path, kill_reaper: bool) -> None:
+    """SIGKILL while measuring. Either the reaper ends the engine, or — if the reaper was
+    killed too — the next start's recovery does; the trial becomes interrupted and the
+    study finishes on restart."""
+    db = tmp_path / "s.db"
+    marker = fault_procs.new_marker()
+    proc = _start_study(db, marker, token_ms=40.0)
+    try:
+        engine_pid, _ = _wait_measuring(db)
+        engine = psutil.Process(engine_pid)
+        reapers = [
+            p for p in fault_procs.tagged(marker, exclude={proc.pid}) if "tuner.engine.reaper" in " ".join(p.cmdline())
+        ]
+        assert reapers, "no reaper was started beside the engine"
+        if kill_reaper:
+            for reaper in reapers:
+                reaper.kill()
+            psutil.wait_procs(reapers, 5)
+        proc.kill()
+        proc.wait(10)
+        if kill_reaper:
+            time.sleep(1.0)
+            assert engine.is_running(), "the engine died without anyone killing it"
+        else:
+            t0 = time.monotonic()
+            engine.wait(8)  # the reaper's job: gone within seconds
+            assert time.monotonic() - t0 < 5.0
+        with TrialStore(db) as store:
+            (trial,) = store.list()
+            assert trial.status is TrialStatus.MEASURING  # what the dead process left
+        again = _start_study(db, marker, token_ms=1.0)
+        out, _ = again.communicate(timeout=60)
+        assert again.returncode == 0, out
+        assert "RECOVERED" in out and "COMPLETE" in out, out
+        assert not engine.is_running()
+        with TrialStore(db) as store:
+            trials = store.list()
+        statuses = sorted(str(t.status) for t in trials)
+        assert statuses == ["done", "interrupted"], statuses
+        interrupted = next(t for t in trials if t.status is TrialStatus.INTERRUPTED)
+        assert "measuring" in (interrupted.failure_reason or "")
+        if kill_reaper:
+            assert f"pid {engine_pid}" in (interrupted.failure_reason or "")
+            assert "was killed" in (interrupted.failure_reason or "")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        left = fault_procs.wait_untagged(marker, 8.0)
+        fault_procs.kill_all(left)
+    assert not left, f"survivors: {fault_procs.describe(left)}"
+
+
+def test_store_written_by_a_killed_process_is_readable_by_plain_sqlite(tmp_path: Path) -> None:
+    """After kills the database passes SQLite's own integrity check (WAL replayed)."""
+    import sqlite3
+
+    kill_loop(tmp_path, kills=2, points=2, seed=7)
+    conn = sqlite3.connect(tmp_path / "kill-loop.db")
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        rows = conn.execute("SELECT status, results FROM trials WHERE status = 'done'").fetchall()
+    finally:
+        conn.close()
+    assert len(rows) == 2 and all(json.loads(r[1]) for r in rows)

@@ -1,0 +1,203 @@
+"""The trial runner's own logic, against an engine double (the real CPU engine is in test_trials_engine).
+
+The double (tests/support/engine_double.py) is a real HTTP server process
+started through EngineSpec.command; it stands in for vLLM only where the
+behaviour under test is tunelab's: skip before start, stage order, one engine
+for several workloads, crash detection timing, start failures, cancellation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tuner.bench.workload import Workload
+from tuner.config import EngineConfig
+from tuner.rules import Target
+from tuner.trials.context import RunContext, analyze_model
+from tuner.trials.events import (
+    TrialDone,
+    TrialFailed,
+    TrialLog,
+    TrialProgress,
+    TrialQueued,
+    TrialSkipped,
+    TrialStage,
+)
+from tuner.trials.model import Trial, TrialStatus
+from tuner.trials.runner import run_trial, run_workloads
+from tuner.trials.store import TrialStore
+
+REPO = Path(__file__).resolve().parents[1]
+CPU = RunContext(Target(vllm_version="0.32.0", platform="cpu"), None, [])
+
+
+def double(plan: dict | None = None, record: Path | None = None, startup: float = 0.0) -> list[str]:
+    """The engine double's command line ("{port}" is filled in by EngineSpec)."""
+    text = json.dumps(plan or {"ttft_ms": 5, "itl_ms": 2}).replace("{", "{{").replace("}", "}}")
+    cmd = [sys.executable, "-m", "tests.support.engine_double", "--port", "{port}", "--plan", text]
+    if record is not None:
+        cmd += ["--record", str(record)]
+    if startup:
+        cmd += ["--startup", str(startup)]
+    return cmd
+
+
+def alive(pids: set[int]) -> set[int]:
+    out = set()
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                out.add(pid)
+        except psutil.NoSuchProcess:
+            continue
+    return out
+
+
+def trial(**wl: object) -> Trial:
+    base = {"input_len": 16, "output_len": 8, "num_prompts": 12, "concurrency": 4}
+    return Trial(EngineConfig(model="stub-model", engine={"max-num-seqs": 8}), Workload(**{**base, **wl}))
+
+
+async def test_error_findings_skip_the_trial_without_starting_an_engine(tmp_path: Path) -> None:
+    record = tmp_path / "starts.jsonl"
+    store = TrialStore(tmp_path / "t.db")
+    model = str(REPO / "tests/data/hf-configs/meta-llama__Llama-3.1-8B-Instruct.json")
+    context = RunContext(Target(vllm_version="0.32.0", platform="rocm", gpus=8), analyze_model(model), [])
+    t = Trial(EngineConfig(model=model, engine={"tensor-parallel-size": 3}), Workload(num_prompts=4))
+    events: list[object] = []
+    out = await run_trial(
+        t, store, on_event=events.append, context=context, engine_command=double(record=record), engine_cwd=str(REPO)
+    )
+    assert out.status is TrialStatus.SKIPPED
+    assert not record.exists(), "an engine was started for a config the rules reject"
+    assert out.log_path is None and out.startup_seconds is None
+    assert any(f["rule"] == "tensor-parallel-divides-heads" for f in out.findings)
+    assert [type(e) for e in events] == [TrialQueued, TrialSkipped]
+    skipped = events[1]
+    assert isinstance(skipped, TrialSkipped) and skipped.findings[0]["severity"] == "error"
+    assert store.get(t.id).status is TrialStatus.SKIPPED
+    assert store.get(t.id).findings == out.findings
+
+
+async def test_a_trial_runs_through_its_stages_and_records_everything(tmp_path: Path) -> None:
+    store = TrialStore(tmp_path / "t.db")
+    events: list[object] = []
+    t = trial(warmup_requests=2)
+    out = await run_trial(
+        t,
+        store,
+        on_event=events.append,
+        context=CPU,
+        engine_command=double(),
+        engine_cwd=str(REPO),
+        extra_env={"CUDA_VISIBLE_DEVICES": "3"},
+    )
+    assert out.status is TrialStatus.DONE, out.failure_reason
+    stages = [e.stage for e in events if isinstance(e, TrialStage)]
+    assert stages == ["starting", "ready", "warmup", "measuring", "stopping"]
+    assert isinstance(events[0], TrialQueued)
+    assert any(isinstance(e, TrialProgress) for e in events)
+    assert any(isinstance(e, TrialLog) and "CUDA_VISIBLE_DEVICES=3" in e.line for e in events)
+    done = [e for e in events if isinstance(e, TrialDone)]
+    assert len(done) == 1 and done[0].trial is out
+    assert out.results is not None and out.results["completed"] == 12
+    assert out.objective_value == out.results["output_throughput"] > 0
+    assert out.server is not None and out.server["available"] is True
+    assert out.gpu_slot == "3" and out.vllm_version == "0.32.0" and out.platform == "cpu"
+    assert out.startup_seconds is not None and out.startup_seconds > 0
+    assert set(out.timings) >= {"rules_s", "start_s", "bench_s", "stop_s", "total_s"}
+    assert Path(out.log_path or "").read_text().count("[engine double]") == 1
+    stored = store.get(out.id)
+    assert stored.status is TrialStatus.DONE and stored.results == out.results
+    assert stored.engine_pid is None and stored.owner_pid == os.getpid()
+
+
+async def test_workloads_share_one_engine(tmp_path: Path) -> None:
+    record = tmp_path / "starts.jsonl"
+    store = TrialStore(tmp_path / "t.db")
+    trials = [trial(concurrency=c, num_prompts=8) for c in (1, 2, 4)]
+    out = await run_workloads(trials, store, context=CPU, engine_command=double(record=record), engine_cwd=str(REPO))
+    assert [t.status for t in out] == [TrialStatus.DONE] * 3
+    assert len(record.read_text().splitlines()) == 1, "the engine was restarted between workloads"
+    assert len({t.log_path for t in out}) == 1
+    for t, c in zip(out, (1, 2, 4), strict=True):
+        assert t.results is not None and t.results["max_concurrency"] == c and t.results["completed"] == 8
+    # Each trial really ran its own workload: one at a time is much slower than four.
+    serial, parallel = out[0].results["duration"], out[2].results["duration"]  # type: ignore[index]
+    assert serial > 2 * parallel, (serial, parallel)
+
+
+async def test_run_workloads_refuses_different_configs(tmp_path: Path) -> None:
+    store = TrialStore(tmp_path / "t.db")
+    other = Trial(EngineConfig(model="stub-model", engine={"max-num-seqs": 9}), Workload())
+    with pytest.raises(ValueError, match="one config"):
+        await run_workloads([trial(), other], store, context=CPU)
+
+
+async def test_engine_that_cannot_start_fails_the_trial_with_its_reason(tmp_path: Path) -> None:
+    store = TrialStore(tmp_path / "t.db")
+    cmd = [sys.executable, "-c", "import sys; print('ValueError: unknown flag --bogus', flush=True); sys.exit(2)"]
+    events: list[object] = []
+    out = await run_trial(trial(), store, on_event=events.append, context=CPU, engine_command=cmd)
+    assert out.status is TrialStatus.FAILED
+    assert "did not start" in (out.failure_reason or "") and "unknown flag --bogus" in (out.failure_reason or "")
+    assert any(isinstance(e, TrialFailed) for e in events)
+    assert store.get(out.id).status is TrialStatus.FAILED
+
+
+async def test_engine_crash_mid_benchmark_fails_the_trial_within_a_second(tmp_path: Path) -> None:
+    store = TrialStore(tmp_path / "t.db")
+    slow = {"ttft_ms": 20, "itl_ms": 50}  # 400 tokens x 50 ms: the run would take ~20 s
+    t = trial(output_len=400, num_prompts=8, concurrency=8)
+    killed: dict[str, float] = {}
+    failed_at: dict[str, float] = {}
+
+    def on_event(event: object) -> None:
+        if isinstance(event, TrialProgress) and "t" not in killed and event.progress.tokens_per_s > 0:
+            pid = store.get(t.id).engine_pid
+            assert pid is not None
+            killed["pids"] = pid  # type: ignore[assignment]
+            os.kill(pid, signal.SIGKILL)
+            killed["t"] = time.monotonic()
+        if isinstance(event, TrialFailed):
+            failed_at["t"] = time.monotonic()
+
+    out = await run_trial(t, store, on_event=on_event, context=CPU, engine_command=double(slow), engine_cwd=str(REPO))
+    assert out.status is TrialStatus.FAILED
+    assert "t" in killed, "the benchmark never reported progress"
+    delay = failed_at["t"] - killed["t"]
+    assert delay < 1.0, f"crash noticed after {delay:.2f} s"
+    assert "measured run" in (out.failure_reason or "")
+    assert store.get(t.id).status is TrialStatus.FAILED
+    assert not alive({int(killed["pids"])})
+
+
+async def test_cancelling_a_trial_marks_it_interrupted_and_stops_the_engine(tmp_path: Path) -> None:
+    store = TrialStore(tmp_path / "t.db")
+    t = trial(output_len=400, num_prompts=8, concurrency=8)
+    measuring = asyncio.Event()
+
+    def on_event(event: object) -> None:
+        if isinstance(event, TrialProgress):
+            measuring.set()
+
+    task = asyncio.create_task(
+        run_trial(t, store, on_event=on_event, context=CPU, engine_command=double({"itl_ms": 50}), engine_cwd=str(REPO))
+    )
+    await asyncio.wait_for(measuring.wait(), 30)
+    pid = store.get(t.id).engine_pid
+    assert pid is not None
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert store.get(t.id).status is TrialStatus.INTERRUPTED
+    assert not alive({pid})

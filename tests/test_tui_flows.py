@@ -1,0 +1,255 @@
+"""Pilot-driven tests of the TUI's main flows.
+
+Findings, Run, A/B, export and quit run against the ENGINE DOUBLE (a stdlib
+HTTP server that answers like vLLM and starts in 0.1 s; its speed follows
+``max-num-seqs``), because their subject is the TUI. The last test runs the
+same Run flow end to end on the real vLLM CPU engine with the tiny model.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.message import Message
+from textual.widgets import DataTable, Input, Select, Switch
+
+from tests.support.tui_harness import services, settle, wait_for
+from tui.app import TunelabApp
+from tui.messages import JobFinished, KnobChanged, RunEvent
+from tui.screens.compare import CompareScreen
+from tui.screens.confirm import ConfirmQuit
+from tui.screens.export import ExportScreen
+from tui.screens.results import ResultsScreen
+from tui.widgets.findings_panel import FindingsPanel
+from tui.widgets.knob_panel import KnobPanel
+from tui.widgets.status_bar import StatusBar
+
+SMALL = {"in": "32", "out": "16", "n": "16", "conc": "8"}
+
+
+def recorder() -> tuple[list[Message], Any]:
+    seen: list[Message] = []
+    return seen, seen.append
+
+
+async def set_workload(pilot: Any, values: dict[str, str]) -> None:
+    names = {"in": "input_len", "out": "output_len", "n": "num_prompts", "conc": "concurrency"}
+    for short, text in values.items():
+        pilot.app.screen.query_one(f"#wl-{names[short]}", Input).value = text
+    await pilot.pause()
+
+
+def set_knob_text(app: TunelabApp, key: str, text: str) -> None:
+    app.main.query_one(KnobPanel).row(key).control.value = text  # type: ignore[union-attr]
+
+
+async def run_one(pilot: Any, seen: list[Message], timeout: float = 60.0) -> JobFinished:
+    before = sum(isinstance(m, JobFinished) for m in seen)
+    await pilot.press("r")
+    await wait_for(
+        pilot, lambda: sum(isinstance(m, JobFinished) for m in seen) > before, timeout, "the run to finish"
+    )
+    return [m for m in seen if isinstance(m, JobFinished)][-1]
+
+
+async def test_toggle_flag_shows_and_fix_clears_the_error_finding() -> None:
+    seen, hook = recorder()
+    app = TunelabApp(services=services())
+    async with app.run_test(size=(160, 48), message_hook=hook) as pilot:
+        await settle(pilot)
+        assert app.session.config.model.endswith("tunelab-tiny-llama-v1")
+        set_knob_text(app, "max-num-batched-tokens", "512")
+        await pilot.pause()
+        choice = app.main.query_one(KnobPanel).row("enable-chunked-prefill").control
+        assert isinstance(choice, Select)  # default / on / off: vLLM decides the default
+        assert choice.value is Select.NULL
+        choice.value = "off"
+        await pilot.pause()
+        assert app.session.config.engine["enable-chunked-prefill"] is False
+        rules = [f.rule for f in app.session.findings if f.severity == "error"]
+        assert "chunked-prefill-off-mbt" in rules
+        panel = app.main.query_one(FindingsPanel)
+        assert "1 error" in panel.border_title
+        assert "must be at least max-model-len" in str(panel.render())
+        # Run is blocked: no job starts.
+        switch = app.main.query_one(KnobPanel).row("enforce-eager").control
+        assert isinstance(switch, Switch)
+        switch.focus()
+        await pilot.press("r")
+        await pilot.pause()
+        assert not app.jobs.active
+        # The fix is one key away.
+        await pilot.press("f")
+        await pilot.pause()
+        assert app.session.config.engine["max-num-batched-tokens"] == 2048
+        assert not [f for f in app.session.findings if f.severity == "error"]
+        assert "0 errors" in panel.border_title
+        shown = app.main.query_one(KnobPanel).row("max-num-batched-tokens").control
+        assert shown.value == "2048"  # type: ignore[union-attr]
+    changes = [m for m in seen if isinstance(m, KnobChanged)]
+    assert ("max-num-batched-tokens", 512) in [(m.key, m.value) for m in changes]
+    assert ("enable-chunked-prefill", False) in [(m.key, m.value) for m in changes]
+
+
+async def test_knobs_not_for_this_platform_are_marked_not_hidden() -> None:
+    app = TunelabApp(services=services())
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        row = app.main.query_one(KnobPanel).row("VLLM_ROCM_USE_AITER")
+        assert row.display and row.has_class("-na")
+        assert "only has an effect on rocm" in row.help_text()
+        assert not app.main.query_one(KnobPanel).row("max-num-seqs").has_class("-na")
+        select = app.main.query_one(KnobPanel).row("attention-backend").control
+        assert isinstance(select, Select)
+
+
+async def test_run_shows_live_stages_and_the_result_row(tmp_path: Path) -> None:
+    seen, hook = recorder()
+    app = TunelabApp(services=services())
+    async with app.run_test(size=(80, 24), message_hook=hook) as pilot:
+        await settle(pilot)
+        await set_workload(pilot, SMALL)
+        finished = await run_one(pilot, seen)
+        assert finished.ok, finished.summary
+        from tuner.trials import events as ev
+
+        stages = [m.event.stage for m in seen if isinstance(m, RunEvent) and isinstance(m.event, ev.TrialStage)]
+        order = list(dict.fromkeys(stages))  # first time each stage was entered
+        assert order[:4] == ["starting", "ready", "warmup", "measuring"], stages
+        assert any(isinstance(m, RunEvent) and isinstance(m.event, ev.TrialProgress) for m in seen)
+        assert any(isinstance(m, RunEvent) and isinstance(m.event, ev.TrialLog) for m in seen)
+        assert app.main.query_one(StatusBar).engine_state == "idle"
+        trial = app.session.trials[-1]
+        assert trial.status == "done" and trial.results["completed"] == 16
+        await pilot.press("t")
+        await pilot.pause()
+        assert isinstance(app.screen, ResultsScreen)
+        table = app.screen.query_one(DataTable)
+        assert table.row_count == 1
+        assert table.get_row(trial.id)[1] == trial.short_id
+
+
+async def test_ab_reads_the_verdict_and_export_writes_the_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 10 ms between tokens: the double's timing then dwarfs the scheduling noise of a busy box.
+    monkeypatch.setenv("DOUBLE_TOKEN_MS", "10")
+    seen, hook = recorder()
+    app = TunelabApp(services=services())
+    async with app.run_test(size=(160, 48), message_hook=hook) as pilot:
+        await settle(pilot)
+        await set_workload(pilot, {"in": "32", "out": "24", "n": "16", "conc": "8"})
+        assert (await run_one(pilot, seen)).ok  # the baseline: max-num-seqs 64
+        set_knob_text(app, "max-num-seqs", "1")  # one stream at a time: much slower on the double
+        await pilot.pause()
+        app.main.query_one(KnobPanel).row("max-num-seqs").control.focus()
+        before = len([m for m in seen if isinstance(m, JobFinished)])
+        await pilot.press("escape")
+        app.main.query_one(KnobPanel).row("enable-prefix-caching").control.focus()
+        await pilot.press("a")
+        await wait_for(
+            pilot, lambda: len([m for m in seen if isinstance(m, JobFinished)]) > before, 120, "the A/B"
+        )
+        done = [m for m in seen if isinstance(m, JobFinished)][-1]
+        assert done.kind == "ab" and done.ok, done.summary
+        report = app.session.last_ab
+        head = report.objective_row
+        assert head.metric == "output_throughput" and head.a.n == 3 and head.b.n == 3
+        # One stream at a time is several times slower on the double; whether the interval
+        # also clears the noise of this busy box is the statistics' call, and the TUI must
+        # show exactly that call.
+        assert head.b.mean < head.a.mean / 2
+        assert str(app.main.query_one("#run-figures").render()) == report.summary()[:len(str(app.main.query_one("#run-figures").render()))]
+        await pilot.press("c")
+        await pilot.pause()
+        assert isinstance(app.screen, CompareScreen)
+        table = app.screen.query_one(DataTable)
+        for row_report in report.rows:
+            row = table.get_row(row_report.metric)
+            if row_report.metric == "output_throughput":
+                assert "n=4" in str(row[1])  # the baseline run plus its three A/B repeats
+                assert "n=3" in str(row[2])
+                continue
+            assert str(row[4]) == str(row_report.verdict)
+        verdict_cell = str(table.get_row("output_throughput")[4])
+        assert verdict_cell in {"A better", "no significant difference"}
+        await pilot.press("escape")
+        await pilot.press("e")
+        await pilot.pause()
+        assert isinstance(app.screen, ExportScreen)
+        app.screen.query_one("#export-dir", Input).value = str(tmp_path / "out")
+        written = app.screen.do_export()
+        names = sorted(p.name for p in written)
+        status = str(app.screen.query_one("#export-status").render())
+        assert len(names) == 2, status
+        assert "Wrote:" in status and names[0].endswith(".sh") and names[1].endswith(".toml")
+        script = next(p for p in written if p.suffix == ".sh")
+        assert "--max-num-seqs 64" in script.read_text()  # the winner is the baseline config
+        text = app.screen.query_one("#export-script").text
+        assert text == script.read_text()
+        assert (tmp_path / "out").is_dir()
+
+
+async def test_quit_during_a_run_asks_then_stops_the_engine() -> None:
+    seen, hook = recorder()
+    svc = services()
+    app = TunelabApp(services=svc)
+    async with app.run_test(size=(80, 24), message_hook=hook) as pilot:
+        await settle(pilot)
+        await set_workload(pilot, {"in": "32", "out": "200", "n": "400", "conc": "1"})
+        await pilot.press("r")
+        from tuner.trials import events as ev
+
+        await wait_for(
+            pilot,
+            lambda: any(
+                isinstance(m, RunEvent) and isinstance(m.event, ev.TrialStage) and m.event.stage == "measuring"
+                for m in seen
+            ),
+            30,
+            "measuring",
+        )
+        await pilot.press("q")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmQuit)
+        await pilot.press("n")
+        await pilot.pause()
+        assert app.jobs.active
+        await pilot.press("q")
+        await pilot.pause()
+        await pilot.press("y")
+        await wait_for(pilot, lambda: not app.is_running or app.return_code is not None, 30, "exit")
+    trial = app.session.trials[-1] if app.session.trials else None
+    from tuner.trials.store import TrialStore
+
+    with TrialStore() as store:
+        stored = store.list(study="tui")
+    assert stored and str(stored[-1].status) == "interrupted"
+    assert trial is None or str(trial.status) == "interrupted"
+
+
+@pytest.mark.engine
+async def test_run_end_to_end_on_the_real_cpu_engine() -> None:
+    """The Run flow on the real vLLM CPU engine and the tiny demo model."""
+    seen, hook = recorder()
+    app = TunelabApp(services=services(double=False))
+    async with app.run_test(size=(80, 24), message_hook=hook) as pilot:
+        await settle(pilot)
+        await set_workload(pilot, {"in": "32", "out": "16", "n": "16", "conc": "4"})
+        finished = await run_one(pilot, seen, timeout=600)
+        assert finished.ok, finished.summary
+        from tuner.trials import events as ev
+
+        stages = [m.event.stage for m in seen if isinstance(m, RunEvent) and isinstance(m.event, ev.TrialStage)]
+        order = list(dict.fromkeys(stages))
+        assert order[:4] == ["starting", "ready", "warmup", "measuring"], stages
+        backends = [m.event for m in seen if isinstance(m, RunEvent) and isinstance(m.event, ev.TrialBackend)]
+        trial = app.session.trials[-1]
+        assert trial.status == "done", trial.failure_reason
+        assert trial.results["completed"] == 16 and trial.results["output_throughput"] > 0
+        assert backends and backends[-1].actual
+        await pilot.press("t")
+        await pilot.pause()
+        assert app.screen.query_one(DataTable).row_count == 1

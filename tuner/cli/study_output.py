@@ -1,0 +1,180 @@
+"""How the study commands show themselves: a study-level progress bar with ETA, and report tables.
+
+The progress display is the trial display of ``tunelab run`` (stage, request
+bar, rolling tok/s) with one more row on top: the study's own bar, advanced
+each time a trial reaches a final state, whose ETA comes from the trials
+finished so far. Everything draws on stderr so ``--json`` stays clean.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tuner.cli.trial_progress import TrialProgressDisplay
+    from tuner.studies.ab import ABReport
+    from tuner.studies.search import SearchReport
+    from tuner.studies.sweep import SweepReport
+    from tuner.studies.winner import WinnerReport
+    from tuner.trials.events import TrialEvent
+
+
+class StudyProgress:
+    """A trial display plus a study bar ``kind k/N ETA``; call it with each trial event."""
+
+    def __init__(self, kind: str, total: int, *, show_log: bool = False) -> None:
+        from tuner.cli.trial_progress import TrialProgressDisplay
+
+        self.display: TrialProgressDisplay = TrialProgressDisplay(show_log=show_log)
+        self._study = self.display.progress.add_task(
+            f"{kind}: {total} trial(s)", total=total, trial="study", rate=""
+        )
+        self._final: set[str] = set()
+
+    def __enter__(self) -> StudyProgress:
+        self.display.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.display.__exit__(*exc)
+
+    def __call__(self, event: TrialEvent) -> None:
+        from tuner.trials.events import TrialDone, TrialFailed, TrialSkipped
+
+        self.display(event)
+        if isinstance(event, TrialDone | TrialFailed | TrialSkipped):
+            trial_id = event.trial.id
+            if trial_id not in self._final:
+                self._final.add(trial_id)
+                self.display.progress.advance(self._study)
+
+    def set_total(self, total: int) -> None:
+        """Change the planned trial count (e.g. a search that pruned points)."""
+        self.display.progress.update(self._study, total=total)
+
+
+def jsonable(value: Any) -> Any:
+    """Infinite/NaN floats as strings, so the JSON is standard."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else str(value)
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    return value
+
+
+def dump(data: Any) -> str:
+    return json.dumps(jsonable(data), indent=1)
+
+
+def _num(value: float | None, spec: str = ",.2f") -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    return format(value, spec)
+
+
+def print_ab(report: ABReport) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from tuner.studies.stats import Verdict, format_relative
+
+    console = Console(highlight=False)
+    table = Table(title=f"A/B study {report.study}", title_justify="left")
+    for col in ("metric", "better", "A mean ± sd", "B mean ± sd", "B vs A [95% CI]", "verdict"):
+        table.add_column(col, justify="right" if col not in ("metric", "verdict") else "left")
+    for row in report.rows:
+        color = {Verdict.A_BETTER: "cyan", Verdict.B_BETTER: "green"}.get(row.verdict, "dim")
+        table.add_row(
+            row.metric,
+            row.direction.value,
+            f"{_num(row.a.mean)} ± {_num(row.a.std)} (n={row.a.n})",
+            f"{_num(row.b.mean)} ± {_num(row.b.std)} (n={row.b.n})",
+            format_relative(row),
+            f"[{color}]{row.verdict.value}[/]",
+        )
+    console.print(table)
+    for failure in report.failures:
+        console.print(f"[red]not measured[/]: {escape(failure)}")
+    console.print(f"[bold]{escape(report.summary())}[/]")
+
+
+def print_sweep(report: SweepReport) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = Console(highlight=False)
+    for step in report.steps:
+        table = Table(title=f"sweep {step.knob} (study {report.study})", title_justify="left")
+        for col in ("values", report.objective, "SLO", "trials"):
+            table.add_column(col)
+        for p in step.points:
+            mark = (
+                " [bold green]<- kept[/]" if p.value == step.best and step.best is not None else ""
+            )
+            table.add_row(
+                escape(" ".join(f"{k}={v}" for k, v in p.values.items())) + mark,
+                _num(p.objective(report.objective)),
+                "met" if p.met_slo else "[red]missed[/]",
+                " ".join(f"{t.short_id}:{t.status}" for t in p.trials),
+            )
+        console.print(table)
+        if step.note:
+            console.print(f"[yellow]{escape(step.note)}[/]")
+    best = " ".join(f"{k}={v}" for k, v in report.best_values.items()) or "none"
+    console.print(f"[bold]best:[/] {escape(best)}  (trial {report.best_trial or '-'})")
+
+
+def print_search(report: SearchReport) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+
+    console = Console(highlight=False)
+    console.print(
+        f"study [bold]{escape(report.study)}[/] in {escape(report.storage)}: "
+        f"{report.measured} measured, {report.pruned} pruned by the rules, {report.failed} failed"
+        + (f", {len(report.recovered)} interrupted point(s) recovered" if report.recovered else "")
+    )
+    title = "Pareto front" if len(report.objectives) > 1 else "best"
+    if not report.best:
+        console.print(f"no {title} yet: no finished trial meets the constraints")
+    for b in report.best:
+        values = ", ".join(
+            f"{m}={_num(v)}" for m, v in zip(report.objectives, b["values"], strict=False)
+        )
+        params = " ".join(f"{k}={v}" for k, v in b["params"].items())
+        console.print(
+            f"{title}: #{b['number']} {escape(params)} -> {values} (trial {b['tunelab_trial_id']})"
+        )
+
+
+def print_winner(report: WinnerReport) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+
+    console = Console(highlight=False)
+    w = report.winner
+    rep = w.representative()
+    console.print(
+        f"[bold]winner[/] of {escape(report.study)} by {report.objective}"
+        + (f" under {', '.join(report.constraints)}" if report.constraints else "")
+        + f": trial {rep.short_id} (config {rep.config_id}), mean {_num(w.mean)} over {len(w.samples)} run(s)"
+    )
+    knobs = {**rep.config.env, **{k: v for k, v in rep.config.engine.items()}}
+    console.print("  " + escape(" ".join(f"{k}={v}" for k, v in sorted(knobs.items()))))
+    if report.runner_up is not None:
+        r = report.runner_up.representative()
+        console.print(
+            f"runner-up: trial {r.short_id} (config {r.config_id}), mean "
+            f"{_num(report.runner_up.mean)} over {len(report.runner_up.samples)} run(s)"
+        )
+    console.print(escape(report.statement))
+    if report.excluded:
+        console.print(
+            "[dim]excluded: " + ", ".join(f"{n} {k}" for k, n in report.excluded.items()) + "[/]"
+        )
