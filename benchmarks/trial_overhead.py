@@ -113,13 +113,29 @@ async def crash_run(store, double: bool, victim: str) -> dict[str, object]:
         elif isinstance(event, TrialFailed):
             marks["failed"] = time.monotonic()
 
-    await run_trial(trial, store, on_event=on_event, **kwargs)
+    # Instrumentation (this script only): when the runner's watch first saw the death.
+    from tuner.trials import runner as runner_mod
+
+    original = runner_mod._Session.dead_member
+
+    def dead_member(session):
+        found = original(session)
+        if found is not None and "kill" in marks and "noticed" not in marks:
+            marks["noticed"] = time.monotonic()
+        return found
+
+    runner_mod._Session.dead_member = dead_member  # type: ignore[method-assign]
+    try:
+        await run_trial(trial, store, on_event=on_event, **kwargs)
+    finally:
+        runner_mod._Session.dead_member = original  # type: ignore[method-assign]
     if "kill" not in marks or "failed" not in marks:
         raise SystemExit(f"crash run did not go as planned: {trial.status} {trial.failure_reason}")
     left = proctree.alive({r for pid in marks["tree"] if (r := proctree.ref(pid))})  # type: ignore[union-attr]
     return {
         "victim": marks["victim"],
         "detect_s": float(marks["failed"]) - float(marks["kill"]),  # type: ignore[arg-type]
+        "noticed_s": float(marks.get("noticed", marks["failed"])) - float(marks["kill"]),  # type: ignore[arg-type]
         "reason": trial.failure_reason,
         "left": len(left),
     }
@@ -134,10 +150,15 @@ async def main() -> None:
         "--crash-runs", type=int, default=2, help="crash trials (EngineCore, then Worker, ...)"
     )
     ap.add_argument("--double", action="store_true", help="use the engine double instead of vLLM")
+    ap.add_argument(
+        "--victims",
+        default="VLLM::EngineCore,VLLM::Worker",
+        help="engine processes to SIGKILL in turn (name prefixes)",
+    )
     args = ap.parse_args()
     home = tempfile.mkdtemp(prefix="tunelab-overhead-")
     os.environ["TUNELAB_HOME"] = home
-    from tuner.trials.context import resolve_context
+    from tuner.trials.context import engine_entry, resolve_context
     from tuner.trials.store import TrialStore
 
     store = TrialStore()
@@ -145,6 +166,7 @@ async def main() -> None:
     print(f"tunelab trial overhead — {engine}, store {store.path}")
     t0 = time.monotonic()
     resolve_context(_config(args.double).model)  # introspection + GPU count: once per process
+    engine_entry(sys.executable)  # `vllm serve` or `python -m ...`: once per process
     print(
         f"one-off per process: introspection of the installed vLLM and the GPUs: {time.monotonic() - t0:.1f} s"
     )
@@ -156,7 +178,7 @@ async def main() -> None:
         print(
             f"  run {i + 1}: total {row['total_s']:.2f} s = start-up {row['startup_s']:.2f} + bench "
             f"{row['bench_s']:.2f} + teardown {row['stop_s']:.2f} + tunelab {row['overhead_s']:.3f} s "
-            f"(rules {row['rules_s'] * 1000:.0f} ms, spawn/bookkeeping {row['spawn_bookkeeping_s'] * 1000:.0f} ms)"
+            f"(rules {row['rules_s'] * 1000:.1f} ms, spawn/bookkeeping {row['spawn_bookkeeping_s'] * 1000:.0f} ms)"
         )
     if rows:
         med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
@@ -167,13 +189,14 @@ async def main() -> None:
         )
 
     crashes = []
-    victims = ["VLLM::EngineCore", "VLLM::Worker"] if not args.double else ["python"]
+    victims = args.victims.split(",") if not args.double else ["python"]
     for i in range(args.crash_runs):
         victim = victims[i % len(victims)]
         row = await crash_run(store, args.double, victim)
         crashes.append(row)
         print(
-            f"  crash {i + 1}: SIGKILL {row['victim']} -> trial failed after {row['detect_s'] * 1000:.0f} ms; "
+            f"  crash {i + 1}: SIGKILL {row['victim']} -> noticed after {row['noticed_s'] * 1000:.0f} ms, "
+            f"trial failed (committed) after {row['detect_s'] * 1000:.0f} ms; "
             f"processes left: {row['left']}; reason: {row['reason']}"
         )
     if crashes:

@@ -7,11 +7,13 @@ reads here. Tolerances (stated once, used throughout):
 
 * ITL and TPOT (read-to-read gaps): median and mean within ±3 ms of the
   programmed gap (schedule magnitudes 30–300 ms, so 3 ms is 1–10 %).
-* TTFT and E2E latency start when the client sends, and the stub starts its
-  clock when it has parsed the request: they are never below the programmed
-  value and at most TTFT_SLACK_MS above it. Sending a request through
-  aiohttp plus the stub's parse costs ~0.5–1 ms on an idle machine and 3–5 ms
-  on this shared 2-core one under load (measured), hence 6 ms.
+* TTFT and E2E latency start when the client sends. Against the wire truth
+  (the stub's write times minus the client's own send time, same clock) the
+  client's medians must agree within ±TOL_MS. Against the *programmed*
+  value they may never be lower, and at most TTFT_SLACK_MS higher: the
+  request's trip through aiohttp and the stub's parse costs ~0.5–1 ms idle
+  but 3–6 ms on this shared 2-core machine at load 5 (measured; the stub
+  process waits for a core), hence 10 ms.
 * per chunk, the client's timestamp is never before the stub wrote it; its
   median lag is under 1 ms and p90 under 3 ms.
 * throughput within ±3 % of what the schedule implies.
@@ -34,7 +36,7 @@ from tuner.bench import BenchProgress, Workload, run_benchmark
 from tuner.bench.metrics import percentile
 
 TOL_MS = 3.0
-TTFT_SLACK_MS = 6.0
+TTFT_SLACK_MS = 10.0
 
 
 def within_slack(measured_ms: float, programmed_ms: float) -> bool:
@@ -64,6 +66,16 @@ async def test_latencies_and_throughput_match_the_schedule(stub: StubProcess) ->
     for name in ("itl", "tpot"):
         assert m[f"median_{name}_ms"] == pytest.approx(50.0, abs=TOL_MS), name
         assert m[f"mean_{name}_ms"] == pytest.approx(50.0, abs=TOL_MS), name
+    log = sorted(stub.log(), key=lambda e: e["t_recv"])
+    recs = sorted(res.records, key=lambda r: r.start)
+    wire_ttft = statistics.median(
+        e["chunk_times"][0] - r.start for r, e in zip(recs, log, strict=True)
+    )
+    wire_e2el = statistics.median(
+        e["chunk_times"][-1] - r.start for r, e in zip(recs, log, strict=True)
+    )
+    assert m["median_ttft_ms"] == pytest.approx(wire_ttft * 1000, abs=TOL_MS)
+    assert m["median_e2el_ms"] == pytest.approx(wire_e2el * 1000, abs=TOL_MS)
     for name, value in (("ttft", 100.0), ("e2el", 100.0 + 9 * 50.0)):
         for stat in ("median", "mean"):
             assert within_slack(m[f"{stat}_{name}_ms"], value), (stat, name, m[f"{stat}_{name}_ms"])

@@ -103,3 +103,29 @@ def test_procref_never_matches_a_reused_pid() -> None:
     assert not ref.alive()
     fake = proctree.ProcRef(os.getpid(), 0.0)  # our pid, wrong create time
     assert not fake.alive()
+
+
+def test_a_process_being_torn_down_counts_as_dead_at_once() -> None:
+    assert not proctree.exiting(os.getpid())
+    assert not proctree.exiting(2**22 + 12345)  # no such pid
+    # A process holding 1 GiB takes a while to exit after SIGKILL; PF_EXITING is set at once.
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time; x = b'1' * (1 << 30); print('ok', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == b"ok"
+    os.kill(proc.pid, signal.SIGKILL)
+    t0 = time.monotonic()
+    seen = False
+    while not seen and proc.poll() is None:
+        seen = proctree.exiting(proc.pid)
+        time.sleep(0.001)
+    noticed = time.monotonic() - t0
+    proc.wait(10)
+    exited = time.monotonic() - t0
+    assert seen, f"exit finished after {exited:.3f} s before PF_EXITING was seen"
+    assert noticed < 0.1 and noticed < exited

@@ -43,7 +43,9 @@ def marker(monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def _config(seqs: int = 4) -> EngineConfig:
-    return EngineConfig(model="engine-double", env={"DOUBLE_TOKEN_MS": "5"}, engine={"max-num-seqs": seqs})
+    return EngineConfig(
+        model="engine-double", env={"DOUBLE_TOKEN_MS": "5"}, engine={"max-num-seqs": seqs}
+    )
 
 
 class _Killer:
@@ -69,7 +71,9 @@ class _Killer:
             self.failed_reason = event.reason
 
 
-@pytest.mark.parametrize(("which", "name"), [("core", "VLLM::EngineCore"), ("worker", "VLLM::Worker_0")])
+@pytest.mark.parametrize(
+    ("which", "name"), [("core", "VLLM::EngineCore"), ("worker", "VLLM::Worker_0")]
+)
 async def test_sigkill_of_a_vllm_child_fails_the_trial_within_a_second(
     tmp_path: Path, marker: str, which: str, name: str
 ) -> None:
@@ -150,7 +154,9 @@ async def test_a_sweep_continues_after_one_engine_dies(tmp_path: Path, marker: s
 
 
 @pytest.mark.engine
-async def test_sigkill_of_the_real_engine_core(tmp_path: Path, marker: str, demo_model_path: Path) -> None:
+async def test_sigkill_of_the_real_engine_core(
+    tmp_path: Path, marker: str, demo_model_path: Path
+) -> None:
     """Real vLLM CPU engine: SIGKILL its VLLM::EngineCore during the measured run."""
     from tuner.cpu_demo import DEMO_ENGINE_ARGS
     from tuner.trials.runner import run_trial

@@ -35,15 +35,23 @@ def test_random_sigkills_lose_nothing_and_leave_no_engine(tmp_path: Path) -> Non
 
 
 def _start_study(db: Path, marker: str, token_ms: float) -> subprocess.Popen[str]:
+    argv = ["--store", str(db), "--points", "1", "--token-ms", str(token_ms)]
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.support.fault_study", "--store", str(db), "--points", "1"]
-        + ["--token-ms", str(token_ms)],
+        [sys.executable, "-m", "tests.support.fault_study", *argv],
         cwd=fault_procs.REPO,
         env={**os.environ, fault_procs.MARKER: marker},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
+
+
+def _alive(proc: psutil.Process) -> bool:
+    """Running and not a zombie (an orphan's zombie waits for init to reap it)."""
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def _wait_measuring(db: Path, timeout: float = 30.0) -> tuple[int, float]:
@@ -71,7 +79,9 @@ def test_kill_during_the_measured_run_then_resume(tmp_path: Path, kill_reaper: b
         engine_pid, _ = _wait_measuring(db)
         engine = psutil.Process(engine_pid)
         reapers = [
-            p for p in fault_procs.tagged(marker, exclude={proc.pid}) if "tuner.engine.reaper" in " ".join(p.cmdline())
+            p
+            for p in fault_procs.tagged(marker, exclude={proc.pid})
+            if "tuner.engine.reaper" in " ".join(p.cmdline())
         ]
         assert reapers, "no reaper was started beside the engine"
         if kill_reaper:
@@ -82,10 +92,11 @@ def test_kill_during_the_measured_run_then_resume(tmp_path: Path, kill_reaper: b
         proc.wait(10)
         if kill_reaper:
             time.sleep(1.0)
-            assert engine.is_running(), "the engine died without anyone killing it"
+            assert _alive(engine), "the engine died without anyone killing it"
         else:
             t0 = time.monotonic()
-            engine.wait(8)  # the reaper's job: gone within seconds
+            while _alive(engine) and time.monotonic() - t0 < 8:
+                time.sleep(0.05)  # the reaper's job: gone within seconds
             assert time.monotonic() - t0 < 5.0
         with TrialStore(db) as store:
             (trial,) = store.list()
@@ -94,7 +105,7 @@ def test_kill_during_the_measured_run_then_resume(tmp_path: Path, kill_reaper: b
         out, _ = again.communicate(timeout=60)
         assert again.returncode == 0, out
         assert "RECOVERED" in out and "COMPLETE" in out, out
-        assert not engine.is_running()
+        assert not _alive(engine)
         with TrialStore(db) as store:
             trials = store.list()
         statuses = sorted(str(t.status) for t in trials)
@@ -124,3 +135,79 @@ def test_store_written_by_a_killed_process_is_readable_by_plain_sqlite(tmp_path:
     finally:
         conn.close()
     assert len(rows) == 2 and all(json.loads(r[1]) for r in rows)
+
+
+def test_random_sigkills_of_tunelab_tune_keep_both_stores_consistent(tmp_path: Path) -> None:
+    """The same loop on tunelab's own resumable study command (``tunelab tune``, Optuna)."""
+    from tests.support.fault_tuneloop import tune_kill_loop
+
+    figures = tune_kill_loop(tmp_path, kills=5, seed=11)
+    assert figures.faults == 5
+    assert figures.orphans == 0 and figures.lost == 0 and figures.store_errors == 0, figures.notes
+    assert figures.inconsistent == 0, figures.notes
+    assert figures.completed >= 3  # the final run alone measures 3 points
+
+
+def test_a_result_committed_before_the_kill_is_not_dropped_from_the_study(tmp_path: Path) -> None:
+    """Killed while the engine shuts down (vLLM takes seconds): the trial is already done in
+    the trial store, but Optuna was not yet told. On resume the study must count that
+    measurement (tell COMPLETE from the stored results), not mark it FAIL/interrupted."""
+    from optuna.trial import TrialState
+
+    from tests.support.fault_tuneloop import ARGS, STUDY, _optuna_trials
+
+    home = tmp_path / "home"
+    url = f"sqlite:///{tmp_path / 'optuna.db'}"
+    marker = fault_procs.new_marker()
+    env = {
+        **os.environ,
+        "TUNELAB_HOME": str(home),
+        "DOUBLE_TOKEN_MS": "2",
+        "FAULT_STOP_DELAY_S": "4",
+        fault_procs.MARKER: marker,
+    }
+    argv = [sys.executable, "-m", "tests.support.fault_tune_cli", *ARGS, "--storage", url]
+    proc = subprocess.Popen(
+        [*argv, "--trials", "1"],
+        cwd=fault_procs.REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    db = home / "data" / "tunelab.db"
+    try:
+        deadline = time.monotonic() + 60
+        done_id = None
+        while done_id is None:
+            assert time.monotonic() < deadline, "the trial never finished"
+            assert proc.poll() is None, "tune ended before the kill (engine stop was not slow)"
+            if db.exists():
+                with TrialStore(db) as store:
+                    done = store.list(STUDY, TrialStatus.DONE)
+                done_id = done[0].id if done else None
+            time.sleep(0.05)
+        proc.kill()  # the result is committed; the engine is still shutting down
+        proc.wait(10)
+        resumed = subprocess.run(
+            [*argv, "--trials", "1"],
+            cwd=fault_procs.REPO,
+            env={**env, "FAULT_STOP_DELAY_S": "0"},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert resumed.returncode == 0, resumed.stderr[-2000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        left = fault_procs.wait_untagged(marker, 8.0)
+        fault_procs.kill_all(left)
+    assert not left, fault_procs.describe(left)
+    with TrialStore(db) as store:
+        assert store.get(done_id).status is TrialStatus.DONE  # the measurement is stored
+    linked = next(f for f in _optuna_trials(url) if f.user_attrs.get("tunelab_trial_id") == done_id)
+    assert linked.state is TrialState.COMPLETE, (
+        f"optuna #{linked.number} is {linked.state.name} "
+        f"(interrupted={linked.user_attrs.get('interrupted')}) although its tunelab trial "
+        f"{done_id} finished with results: the resumed study dropped a completed measurement"
+    )

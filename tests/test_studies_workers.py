@@ -69,8 +69,11 @@ def _starts(log: Path) -> list[dict]:
 def _optuna_trials(url: str, study: str) -> list:
     import optuna
 
+    from tuner.studies.search import sqlalchemy_url
+
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    return optuna.load_study(study_name=study, storage=url).get_trials(deepcopy=False)
+    storage = optuna.storages.RDBStorage(sqlalchemy_url(url))
+    return optuna.load_study(study_name=study, storage=storage).get_trials(deepcopy=False)
 
 
 def _store_trials(home: Path, study: str) -> list:
@@ -80,8 +83,28 @@ def _store_trials(home: Path, study: str) -> list:
         return store.list(study)
 
 
-def test_two_workers_share_one_study_without_losing_or_repeating_a_trial(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'shared-optuna.db'}"
+@pytest.fixture(params=["sqlite", "postgresql"])
+def shared_storage(request: pytest.FixtureRequest, tmp_path: Path):  # type: ignore[no-untyped-def]
+    """The study's storage: a SQLite file, and a real PostgreSQL server where one is installed."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'shared-optuna.db'}"
+        return
+    from tests.support.postgres_server import PostgresServer, available
+
+    why = available()
+    if why:
+        pytest.skip(why)
+    server = PostgresServer().start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+def test_two_workers_share_one_study_without_losing_or_repeating_a_trial(
+    tmp_path: Path, shared_storage: str
+) -> None:
+    url = shared_storage
     log = tmp_path / "starts.jsonl"
     args = [
         "tune",
@@ -167,11 +190,16 @@ def test_sigkill_mid_study_then_resume(tmp_path: Path) -> None:
         except psutil.NoSuchProcess:
             break
         time.sleep(0.1)
-    alive = psutil.pid_exists(engine_pid) and psutil.Process(engine_pid).status() != psutil.STATUS_ZOMBIE
+    alive = (
+        psutil.pid_exists(engine_pid)
+        and psutil.Process(engine_pid).status() != psutil.STATUS_ZOMBIE
+    )
     assert not alive, f"engine {engine_pid} outlived the killed tunelab"
 
     # Re-run: the study resumes; the killed point is marked, the finished one kept.
-    code, out, err = _finish(_cli([*base, "--trials", "2", "--json"], home, log, DOUBLE_TOKEN_MS="1"))
+    code, out, err = _finish(
+        _cli([*base, "--trials", "2", "--json"], home, log, DOUBLE_TOKEN_MS="1")
+    )
     assert code == 0, err[-2000:]
     report = json.loads(out)
     assert report["recovered"] == [1]

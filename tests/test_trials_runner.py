@@ -64,18 +64,29 @@ def alive(pids: set[int]) -> set[int]:
 
 def trial(**wl: object) -> Trial:
     base = {"input_len": 16, "output_len": 8, "num_prompts": 12, "concurrency": 4}
-    return Trial(EngineConfig(model="stub-model", engine={"max-num-seqs": 8}), Workload(**{**base, **wl}))
+    return Trial(
+        EngineConfig(model="stub-model", engine={"max-num-seqs": 8}), Workload(**{**base, **wl})
+    )
 
 
 async def test_error_findings_skip_the_trial_without_starting_an_engine(tmp_path: Path) -> None:
     record = tmp_path / "starts.jsonl"
     store = TrialStore(tmp_path / "t.db")
     model = str(REPO / "tests/data/hf-configs/meta-llama__Llama-3.1-8B-Instruct.json")
-    context = RunContext(Target(vllm_version="0.32.0", platform="rocm", gpus=8), analyze_model(model), [])
-    t = Trial(EngineConfig(model=model, engine={"tensor-parallel-size": 3}), Workload(num_prompts=4))
+    context = RunContext(
+        Target(vllm_version="0.32.0", platform="rocm", gpus=8), analyze_model(model), []
+    )
+    t = Trial(
+        EngineConfig(model=model, engine={"tensor-parallel-size": 3}), Workload(num_prompts=4)
+    )
     events: list[object] = []
     out = await run_trial(
-        t, store, on_event=events.append, context=context, engine_command=double(record=record), engine_cwd=str(REPO)
+        t,
+        store,
+        on_event=events.append,
+        context=context,
+        engine_command=double(record=record),
+        engine_cwd=str(REPO),
     )
     assert out.status is TrialStatus.SKIPPED
     assert not record.exists(), "an engine was started for a config the rules reject"
@@ -125,12 +136,18 @@ async def test_workloads_share_one_engine(tmp_path: Path) -> None:
     record = tmp_path / "starts.jsonl"
     store = TrialStore(tmp_path / "t.db")
     trials = [trial(concurrency=c, num_prompts=8) for c in (1, 2, 4)]
-    out = await run_workloads(trials, store, context=CPU, engine_command=double(record=record), engine_cwd=str(REPO))
+    out = await run_workloads(
+        trials, store, context=CPU, engine_command=double(record=record), engine_cwd=str(REPO)
+    )
     assert [t.status for t in out] == [TrialStatus.DONE] * 3
     assert len(record.read_text().splitlines()) == 1, "the engine was restarted between workloads"
     assert len({t.log_path for t in out}) == 1
     for t, c in zip(out, (1, 2, 4), strict=True):
-        assert t.results is not None and t.results["max_concurrency"] == c and t.results["completed"] == 8
+        assert (
+            t.results is not None
+            and t.results["max_concurrency"] == c
+            and t.results["completed"] == 8
+        )
     # Each trial really ran its own workload: one at a time is much slower than four.
     serial, parallel = out[0].results["duration"], out[2].results["duration"]  # type: ignore[index]
     assert serial > 2 * parallel, (serial, parallel)
@@ -145,11 +162,17 @@ async def test_run_workloads_refuses_different_configs(tmp_path: Path) -> None:
 
 async def test_engine_that_cannot_start_fails_the_trial_with_its_reason(tmp_path: Path) -> None:
     store = TrialStore(tmp_path / "t.db")
-    cmd = [sys.executable, "-c", "import sys; print('ValueError: unknown flag --bogus', flush=True); sys.exit(2)"]
+    cmd = [
+        sys.executable,
+        "-c",
+        "import sys; print('ValueError: unknown flag --bogus', flush=True); sys.exit(2)",
+    ]
     events: list[object] = []
     out = await run_trial(trial(), store, on_event=events.append, context=CPU, engine_command=cmd)
     assert out.status is TrialStatus.FAILED
-    assert "did not start" in (out.failure_reason or "") and "unknown flag --bogus" in (out.failure_reason or "")
+    assert "did not start" in (out.failure_reason or "") and "unknown flag --bogus" in (
+        out.failure_reason or ""
+    )
     assert any(isinstance(e, TrialFailed) for e in events)
     assert store.get(out.id).status is TrialStatus.FAILED
 
@@ -162,7 +185,11 @@ async def test_engine_crash_mid_benchmark_fails_the_trial_within_a_second(tmp_pa
     failed_at: dict[str, float] = {}
 
     def on_event(event: object) -> None:
-        if isinstance(event, TrialProgress) and "t" not in killed and event.progress.tokens_per_s > 0:
+        if (
+            isinstance(event, TrialProgress)
+            and "t" not in killed
+            and event.progress.tokens_per_s > 0
+        ):
             pid = store.get(t.id).engine_pid
             assert pid is not None
             killed["pids"] = pid  # type: ignore[assignment]
@@ -171,7 +198,9 @@ async def test_engine_crash_mid_benchmark_fails_the_trial_within_a_second(tmp_pa
         if isinstance(event, TrialFailed):
             failed_at["t"] = time.monotonic()
 
-    out = await run_trial(t, store, on_event=on_event, context=CPU, engine_command=double(slow), engine_cwd=str(REPO))
+    out = await run_trial(
+        t, store, on_event=on_event, context=CPU, engine_command=double(slow), engine_cwd=str(REPO)
+    )
     assert out.status is TrialStatus.FAILED
     assert "t" in killed, "the benchmark never reported progress"
     delay = failed_at["t"] - killed["t"]
@@ -191,7 +220,14 @@ async def test_cancelling_a_trial_marks_it_interrupted_and_stops_the_engine(tmp_
             measuring.set()
 
     task = asyncio.create_task(
-        run_trial(t, store, on_event=on_event, context=CPU, engine_command=double({"itl_ms": 50}), engine_cwd=str(REPO))
+        run_trial(
+            t,
+            store,
+            on_event=on_event,
+            context=CPU,
+            engine_command=double({"itl_ms": 50}),
+            engine_cwd=str(REPO),
+        )
     )
     await asyncio.wait_for(measuring.wait(), 30)
     pid = store.get(t.id).engine_pid
@@ -201,3 +237,79 @@ async def test_cancelling_a_trial_marks_it_interrupted_and_stops_the_engine(tmp_
         await task
     assert store.get(t.id).status is TrialStatus.INTERRUPTED
     assert not alive({pid})
+
+
+class FakeTwoGpuBackend:
+    """FAKE telemetry backend (no GPU here): two GPUs at a constant 300 W / 200 W, 10 / 20 GiB used."""
+
+    name = "fake"
+    description = "fake: 2 GPUs"
+    reasons = ()
+
+    def open(self) -> None:
+        return None
+
+    def count(self) -> int:
+        return 2
+
+    def snapshot(self, index: int):
+        from tuner.telemetry.types import GpuSnapshot
+
+        return GpuSnapshot(
+            index=index,
+            name=f"Fake GPU {index}",
+            power_w=300.0 if index == 0 else 200.0,
+            vram_used=(10 + 10 * index) * 1024**3,
+            vram_total=80 * 1024**3,
+        )
+
+    def close(self) -> None:
+        return None
+
+
+async def test_telemetry_window_of_the_slot_gpu(tmp_path: Path) -> None:
+    from tuner.telemetry.sampler import Sampler
+
+    store = TrialStore(tmp_path / "t.db")
+    sampler = Sampler(FakeTwoGpuBackend(), rate_hz=20.0, history=2000)  # type: ignore[arg-type]
+    sampler.start()
+    try:
+        await asyncio.sleep(0.2)
+        t = trial(output_len=40, num_prompts=8, concurrency=4)  # ~1 s at 20 ms per token
+        out = await run_trial(
+            t,
+            store,
+            context=CPU,
+            sampler=sampler,
+            gpu_indices=[1],
+            extra_env={"CUDA_VISIBLE_DEVICES": "1"},
+            engine_command=double({"ttft_ms": 10, "itl_ms": 20}),
+            engine_cwd=str(REPO),
+        )
+    finally:
+        sampler.stop()
+    assert out.status is TrialStatus.DONE, out.failure_reason
+    tel = out.telemetry
+    assert tel is not None and [g["index"] for g in tel["gpus"]] == [1]
+    assert out.gpu_names == ["Fake GPU 1"]
+    assert tel["peak_vram_bytes"] == 20 * 1024**3
+    assert tel["mean_power_w"] == pytest.approx(200.0)
+    assert tel["coverage"] >= 0.999
+    assert tel["energy_j"] == pytest.approx(200.0 * tel["duration_s"], rel=1e-6)
+    tokens = out.results["total_output_tokens"]  # type: ignore[index]
+    assert tel["tokens_per_joule"] == pytest.approx(tokens / tel["energy_j"])
+    # The window is the measured run: about the benchmark's own duration.
+    assert tel["duration_s"] == pytest.approx(out.results["duration"], abs=0.3)  # type: ignore[index]
+    assert store.get(out.id).telemetry == tel
+
+
+async def test_a_run_where_every_request_fails_is_a_failed_trial(tmp_path: Path) -> None:
+    store = TrialStore(tmp_path / "t.db")
+    plan = {"faults": [{"every": 1, "kind": "http", "status": 500, "message": "overloaded"}]}
+    out = await run_trial(
+        trial(num_prompts=4), store, context=CPU, engine_command=double(plan), engine_cwd=str(REPO)
+    )
+    assert out.status is TrialStatus.FAILED
+    assert "every request failed" in (out.failure_reason or "") and "4 x" in (
+        out.failure_reason or ""
+    )

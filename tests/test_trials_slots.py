@@ -102,11 +102,16 @@ async def test_two_gpus_run_two_trials_at_once_on_distinct_devices(
     store = TrialStore(tmp_path / "t.db")
     context = RunContext(Target(vllm_version="0.32.0", platform="cuda", gpus=2), None, [])
     trials = [
-        Trial(EngineConfig(model="stub-model", engine={"max-num-seqs": n}), Workload(input_len=8, output_len=20, num_prompts=8))
+        Trial(
+            EngineConfig(model="stub-model", engine={"max-num-seqs": n}),
+            Workload(input_len=8, output_len=20, num_prompts=8),
+        )
         for n in (1, 2, 3, 4)
     ]
     started = time.monotonic()
-    out = await run_parallel(trials, store, context=context, engine_command=_double(record), engine_cwd=str(REPO))
+    out = await run_parallel(
+        trials, store, context=context, engine_command=_double(record), engine_cwd=str(REPO)
+    )
     wall = time.monotonic() - started
     assert [t.status for t in out] == [TrialStatus.DONE] * 4, [t.failure_reason for t in out]
     engines = [json.loads(line) for line in record.read_text().splitlines()]
@@ -117,32 +122,46 @@ async def test_two_gpus_run_two_trials_at_once_on_distinct_devices(
     # Two engines were up at the same time, on different devices.
     spans = sorted((t.started_at, t.finished_at, t.gpu_slot) for t in out)
     overlaps = [
-        (a, b) for i, a in enumerate(spans) for b in spans[i + 1 :] if b[0] < a[1] and a[2] != b[2]  # type: ignore[operator]
+        (a, b)
+        for i, a in enumerate(spans)
+        for b in spans[i + 1 :]
+        if b[0] < a[1] and a[2] != b[2]  # type: ignore[operator]
     ]
     assert overlaps, f"no two trials ran at once: {spans}"
     serial = sum(t.elapsed_s or 0.0 for t in out)
     assert wall < 0.75 * serial, f"wall {wall:.1f} s vs {serial:.1f} s of trials: not concurrent"
 
 
-async def test_rocm_slots_set_hip_visible_devices_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_rocm_slots_set_hip_visible_devices_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.delenv("HIP_VISIBLE_DEVICES", raising=False)
     record = tmp_path / "engines.jsonl"
     store = TrialStore(tmp_path / "t.db")
     context = RunContext(Target(vllm_version="0.32.0", platform="rocm", gpus=1), None, [])
     t = Trial(EngineConfig(model="stub-model"), Workload(input_len=8, output_len=4, num_prompts=2))
-    await run_parallel([t], store, gpus=1, context=context, engine_command=_double(record), engine_cwd=str(REPO))
+    await run_parallel(
+        [t], store, gpus=1, context=context, engine_command=_double(record), engine_cwd=str(REPO)
+    )
     (engine,) = [json.loads(line) for line in record.read_text().splitlines()]
     assert engine["CUDA_VISIBLE_DEVICES"] == "0" and engine["HIP_VISIBLE_DEVICES"] == "0"
 
 
-async def test_no_gpu_runs_one_after_another_unpinned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_no_gpu_runs_one_after_another_unpinned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     record = tmp_path / "engines.jsonl"
     store = TrialStore(tmp_path / "t.db")
     context = RunContext(Target(vllm_version="0.32.0", platform="cpu"), None, [])
-    trials = [Trial(EngineConfig(model="stub-model"), Workload(input_len=8, output_len=4, num_prompts=2)) for _ in range(2)]
-    out = await run_parallel(trials, store, gpus=0, context=context, engine_command=_double(record), engine_cwd=str(REPO))
+    trials = [
+        Trial(EngineConfig(model="stub-model"), Workload(input_len=8, output_len=4, num_prompts=2))
+        for _ in range(2)
+    ]
+    out = await run_parallel(
+        trials, store, gpus=0, context=context, engine_command=_double(record), engine_cwd=str(REPO)
+    )
     assert [t.status for t in out] == [TrialStatus.DONE] * 2
     engines = [json.loads(line) for line in record.read_text().splitlines()]
     assert [e["CUDA_VISIBLE_DEVICES"] for e in engines] == [None, None]

@@ -25,8 +25,12 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def make_trial(study: str = "s", **engine: object) -> Trial:
-    cfg = EngineConfig(model="org/model", env={"VLLM_ROCM_USE_AITER": "1"}, engine={"max-num-seqs": 8, **engine})
-    return Trial(cfg, Workload(input_len=32, output_len=16, num_prompts=8, concurrency=4), study=study)
+    cfg = EngineConfig(
+        model="org/model", env={"VLLM_ROCM_USE_AITER": "1"}, engine={"max-num-seqs": 8, **engine}
+    )
+    return Trial(
+        cfg, Workload(input_len=32, output_len=16, num_prompts=8, concurrency=4), study=study
+    )
 
 
 RESULTS = {
@@ -45,8 +49,12 @@ def test_round_trip_keeps_every_field(tmp_path: Path) -> None:
     trial.tags = {"sweep": "max-num-seqs", "value": 8}
     trial.arm, trial.repeat = "A", 2
     store.add(trial)
-    store.update_status(trial, TrialStatus.STARTING, started_at=time.time(), log_path="/x/engine.log")
-    store.save_result(trial, RESULTS, server=RESULTS["tunelab"]["server"], telemetry={"energy_j": 10.0})
+    store.update_status(
+        trial, TrialStatus.STARTING, started_at=time.time(), log_path="/x/engine.log"
+    )
+    store.save_result(
+        trial, RESULTS, server=RESULTS["tunelab"]["server"], telemetry={"energy_j": 10.0}
+    )
     back = TrialStore(tmp_path / "t.db").get(trial.id)
     assert back.to_dict() == trial.to_dict()
     assert back.status is TrialStatus.DONE
@@ -198,7 +206,9 @@ def test_recover_marks_orphans_interrupted_and_kills_their_engine(tmp_path: Path
     )
     starting = make_trial()
     store.add(starting)
-    store.update_status(starting, TrialStatus.STARTING, owner_pid=dead_pid, owner_created=dead_created)
+    store.update_status(
+        starting, TrialStatus.STARTING, owner_pid=dead_pid, owner_created=dead_created
+    )
     mine = make_trial()  # owned by this live process: must be left alone
     pid, created = this_process()
     store.add(mine)
@@ -211,7 +221,9 @@ def test_recover_marks_orphans_interrupted_and_kills_their_engine(tmp_path: Path
     assert {t.id for t in recovered} == {orphan.id, starting.id}
     engine.wait(timeout=10)
     deadline = time.monotonic() + 5
-    while any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in tree):
+    while any(
+        psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in tree
+    ):
         assert time.monotonic() < deadline, "the orphaned engine tree survived recover()"
         time.sleep(0.05)
     back = store.get(orphan.id)
@@ -269,3 +281,28 @@ def test_export_json_and_csv(tmp_path: Path) -> None:
     assert rows[1]["failure_reason"] == "engine, crashed\nbadly"  # quoted, not split
     assert rows[0]["set:VLLM_ROCM_USE_AITER"] == "1"
     assert store.export_json("nope") == "[]"
+
+
+def test_objectives_are_validated_and_latencies_minimised() -> None:
+    from tuner.trials.model import objective_minimised, validate_objective
+
+    for ok in (
+        "output_throughput",
+        "p99_ttft_ms",
+        "median_itl_ms",
+        "p99.9_e2el_ms",
+        "tokens_per_joule",
+    ):
+        assert validate_objective(ok) == ok
+    with pytest.raises(ValueError, match="unknown objective 'speed'"):
+        validate_objective("speed")
+    assert objective_minimised("p99_ttft_ms") and objective_minimised("mean_e2el_ms")
+    assert not objective_minimised("output_throughput") and not objective_minimised(
+        "tokens_per_joule"
+    )
+    t = make_trial()
+    t.objective = "p99_ttft_ms"
+    t.results = {"p99_ttft_ms": 12.0, "output_throughput": float("nan")}
+    assert t.minimise and t.objective_value == 12.0
+    t.objective = "output_throughput"
+    assert t.objective_value is None  # NaN is not a value to rank by

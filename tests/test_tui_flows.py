@@ -49,7 +49,10 @@ async def run_one(pilot: Any, seen: list[Message], timeout: float = 60.0) -> Job
     before = sum(isinstance(m, JobFinished) for m in seen)
     await pilot.press("r")
     await wait_for(
-        pilot, lambda: sum(isinstance(m, JobFinished) for m in seen) > before, timeout, "the run to finish"
+        pilot,
+        lambda: sum(isinstance(m, JobFinished) for m in seen) > before,
+        timeout,
+        "the run to finish",
     )
     return [m for m in seen if isinstance(m, JobFinished)][-1]
 
@@ -115,7 +118,11 @@ async def test_run_shows_live_stages_and_the_result_row(tmp_path: Path) -> None:
         assert finished.ok, finished.summary
         from tuner.trials import events as ev
 
-        stages = [m.event.stage for m in seen if isinstance(m, RunEvent) and isinstance(m.event, ev.TrialStage)]
+        stages = [
+            m.event.stage
+            for m in seen
+            if isinstance(m, RunEvent) and isinstance(m.event, ev.TrialStage)
+        ]
         order = list(dict.fromkeys(stages))  # first time each stage was entered
         assert order[:4] == ["starting", "ready", "warmup", "measuring"], stages
         assert any(isinstance(m, RunEvent) and isinstance(m.event, ev.TrialProgress) for m in seen)
@@ -150,7 +157,10 @@ async def test_ab_reads_the_verdict_and_export_writes_the_files(
         app.main.query_one(KnobPanel).row("enable-prefix-caching").control.focus()
         await pilot.press("a")
         await wait_for(
-            pilot, lambda: len([m for m in seen if isinstance(m, JobFinished)]) > before, 120, "the A/B"
+            pilot,
+            lambda: len([m for m in seen if isinstance(m, JobFinished)]) > before,
+            120,
+            "the A/B",
         )
         done = [m for m in seen if isinstance(m, JobFinished)][-1]
         assert done.kind == "ab" and done.ok, done.summary
@@ -161,7 +171,9 @@ async def test_ab_reads_the_verdict_and_export_writes_the_files(
         # also clears the noise of this busy box is the statistics' call, and the TUI must
         # show exactly that call.
         assert head.b.mean < head.a.mean / 2
-        assert str(app.main.query_one("#run-figures").render()) == report.summary()[:len(str(app.main.query_one("#run-figures").render()))]
+        shown = app.main.query_one("#run-figures").render()
+        assert str(shown) == report.summary()  # the verdict sentence, whole
+        assert shown.spans  # the verdict word is styled to stand out
         await pilot.press("c")
         await pilot.pause()
         assert isinstance(app.screen, CompareScreen)
@@ -186,13 +198,21 @@ async def test_ab_reads_the_verdict_and_export_writes_the_files(
         assert len(names) == 2, status
         assert "Wrote:" in status and names[0].endswith(".sh") and names[1].endswith(".toml")
         script = next(p for p in written if p.suffix == ".sh")
-        assert "--max-num-seqs 64" in script.read_text()  # the winner is the baseline config
+        assert "--max-num-seqs '64'" in script.read_text()  # the winner: the baseline config
         text = app.screen.query_one("#export-script").text
         assert text == script.read_text()
         assert (tmp_path / "out").is_dir()
 
 
-async def test_quit_during_a_run_asks_then_stops_the_engine() -> None:
+async def test_quit_during_a_run_asks_then_stops_the_engine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    import psutil
+
+    starts = tmp_path / "starts.jsonl"
+    monkeypatch.setenv("DOUBLE_START_LOG", str(starts))
     seen, hook = recorder()
     svc = services()
     app = TunelabApp(services=svc)
@@ -205,7 +225,9 @@ async def test_quit_during_a_run_asks_then_stops_the_engine() -> None:
         await wait_for(
             pilot,
             lambda: any(
-                isinstance(m, RunEvent) and isinstance(m.event, ev.TrialStage) and m.event.stage == "measuring"
+                isinstance(m, RunEvent)
+                and isinstance(m.event, ev.TrialStage)
+                and m.event.stage == "measuring"
                 for m in seen
             ),
             30,
@@ -221,6 +243,9 @@ async def test_quit_during_a_run_asks_then_stops_the_engine() -> None:
         await pilot.pause()
         await pilot.press("y")
         await wait_for(pilot, lambda: not app.is_running or app.return_code is not None, 30, "exit")
+    pid = json.loads(starts.read_text().splitlines()[0])["pid"]
+    gone = not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert gone, f"engine double {pid} outlived the app"  # stopped before exit, not by the reaper
     trial = app.session.trials[-1] if app.session.trials else None
     from tuner.trials.store import TrialStore
 
@@ -242,10 +267,18 @@ async def test_run_end_to_end_on_the_real_cpu_engine() -> None:
         assert finished.ok, finished.summary
         from tuner.trials import events as ev
 
-        stages = [m.event.stage for m in seen if isinstance(m, RunEvent) and isinstance(m.event, ev.TrialStage)]
+        stages = [
+            m.event.stage
+            for m in seen
+            if isinstance(m, RunEvent) and isinstance(m.event, ev.TrialStage)
+        ]
         order = list(dict.fromkeys(stages))
         assert order[:4] == ["starting", "ready", "warmup", "measuring"], stages
-        backends = [m.event for m in seen if isinstance(m, RunEvent) and isinstance(m.event, ev.TrialBackend)]
+        backends = [
+            m.event
+            for m in seen
+            if isinstance(m, RunEvent) and isinstance(m.event, ev.TrialBackend)
+        ]
         trial = app.session.trials[-1]
         assert trial.status == "done", trial.failure_reason
         assert trial.results["completed"] == 16 and trial.results["output_throughput"] > 0

@@ -17,19 +17,19 @@ from textual import work
 from textual.app import App
 from textual.binding import BindingType
 
-from tuner.config import EngineConfig
 from tui.commands import TunelabCommands, bindings
 from tui.jobs import Jobs
 from tui.messages import ConfigLoaded, IntrospectionReady, TelemetryReady
 from tui.screens.main import DEMO_LABEL, MainScreen
 from tui.services import Services
 from tui.session import Session
+from tuner.config import EngineConfig
 
 
 class TunelabApp(App[None]):
     """tunelab's TUI."""
 
-    CSS_PATH = "app.tcss"
+    CSS_PATH = Path(__file__).with_name("app.tcss")
     TITLE = "tunelab"
     BINDINGS: ClassVar[list[BindingType]] = bindings()
     COMMANDS = App.COMMANDS | {TunelabCommands}
@@ -67,10 +67,16 @@ class TunelabApp(App[None]):
         try:
             info = self.session.services.introspect()
         except Exception as exc:  # the app runs without it: the catalogue decides
-            self.main.post_message(IntrospectionReady(None, Target(note=f"introspection failed: {exc}")))
+            self.main.post_message(
+                IntrospectionReady(None, Target(note=f"introspection failed: {exc}"))
+            )
             return
         gpus = self.session.gpu_count or None
-        target = Target.from_introspection(info, gpus=gpus) if info.available else Target(note=info.error or "")
+        target = (
+            Target.from_introspection(info, gpus=gpus)
+            if info.available
+            else Target(note=info.error or "")
+        )
         self.main.post_message(IntrospectionReady(info, target))
 
     @work(thread=True, group="telemetry")
@@ -80,16 +86,26 @@ class TunelabApp(App[None]):
         backend = self.session.services.telemetry()
         self._backend = backend
         count = backend.count()
+        vram_gib = None
+        if count:
+            first = backend.snapshot(0)  # this thread may block on the driver; the UI does not
+            if first.vram_total:
+                vram_gib = first.vram_total / 1024**3
         self.session.gpu_count = count
         if count:
-            self.sampler = Sampler(backend, rate_hz=self.session.services.telemetry_rate_hz, history=60)
+            self.sampler = Sampler(
+                backend, rate_hz=self.session.services.telemetry_rate_hz, history=60
+            )
             self.sampler.start()
-        self.main.post_message(TelemetryReady(backend.description, tuple(backend.reasons), count))
+        self.main.post_message(
+            TelemetryReady(backend.description, tuple(backend.reasons), count, vram_gib)
+        )
         self.call_from_thread(self._telemetry_opened, count)
 
     def _telemetry_opened(self, count: int) -> None:
         if count:
-            self.set_interval(1.0 / self.session.services.telemetry_rate_hz, self._poll_telemetry)
+            period = min(0.5, 1.0 / self.session.services.telemetry_rate_hz)
+            self.set_interval(period, self._poll_telemetry)
         if not (self.start_model or self.start_preset):
             if count == 0:
                 self.load_start_config(DEMO_LABEL, None)
@@ -119,7 +135,9 @@ class TunelabApp(App[None]):
 
                 config = load_preset(preset).config
                 if model:
-                    config = EngineConfig(model=resolve_model(model), env=config.env, engine=config.engine)
+                    config = EngineConfig(
+                        model=resolve_model(model), env=config.env, engine=config.engine
+                    )
                 label = model or (DEMO_LABEL if _is_demo(config.model) else None)
             elif model == DEMO_LABEL:
                 config, label = demo_config(), DEMO_LABEL
@@ -132,7 +150,9 @@ class TunelabApp(App[None]):
 
     def on_config_loaded(self, message: ConfigLoaded) -> None:
         if message.config is None:
-            self.notify(f"Cannot load the start config: {message.error}", severity="error", timeout=10)
+            self.notify(
+                f"Cannot load the start config: {message.error}", severity="error", timeout=10
+            )
             return
         self.session.config = message.config
         self.session.model_label = message.label
@@ -146,7 +166,9 @@ class TunelabApp(App[None]):
             self.load_start_config(DEMO_LABEL, None)
             return
         config = self.session.config
-        self.session.config = EngineConfig(model=model, env=dict(config.env), engine=dict(config.engine))
+        self.session.config = EngineConfig(
+            model=model, env=dict(config.env), engine=dict(config.engine)
+        )
         self.session.model_label = model
         self.session.model_info = None
         self.main.refresh_all()
@@ -198,17 +220,20 @@ class TunelabApp(App[None]):
     def action_results(self) -> None:
         from tui.screens.results import ResultsScreen
 
-        self.push_screen(ResultsScreen())
+        if not isinstance(self.screen, ResultsScreen):
+            self.push_screen(ResultsScreen())
 
     def action_compare(self) -> None:
         from tui.screens.compare import CompareScreen
 
-        self.push_screen(CompareScreen())
+        if not isinstance(self.screen, CompareScreen):
+            self.push_screen(CompareScreen())
 
     def action_export(self) -> None:
         from tui.screens.export import ExportScreen
 
-        self.push_screen(ExportScreen())
+        if not isinstance(self.screen, ExportScreen):
+            self.push_screen(ExportScreen())
 
     def action_pick_model(self) -> None:
         from tui.screens.model_picker import ModelPicker
@@ -224,17 +249,17 @@ class TunelabApp(App[None]):
 
     async def action_quit(self) -> None:
         if not self.jobs.active:
-            await self._shutdown()
+            await self._stop_and_exit()
             return
         from tui.screens.confirm import ConfirmQuit
 
         async def answered(yes: bool | None) -> None:
             if yes:
-                await self._shutdown()
+                await self._stop_and_exit()
 
         self.push_screen(ConfirmQuit(), answered)
 
-    async def _shutdown(self) -> None:
+    async def _stop_and_exit(self) -> None:
         """Stop the run (engine tree included) and the sampler, then exit."""
         await self.jobs.stop_and_wait()
         if self.sampler is not None:

@@ -34,18 +34,39 @@ class ActionSpec:
 
 
 ACTIONS: tuple[ActionSpec, ...] = (
-    ActionSpec("r", "run", "Run", "Run one trial of the current config and workload in the background"),
-    ActionSpec("a", "ab", "A/B", "A/B the current config against the baseline, with repeats, and give a verdict"),
+    ActionSpec(
+        "r", "run", "Run", "Run one trial of the current config and workload in the background"
+    ),
+    ActionSpec(
+        "a",
+        "ab",
+        "A/B",
+        "A/B the current config against the baseline, with repeats, and give a verdict",
+    ),
     ActionSpec("w", "sweep", "Sweep", "Sweep the focused knob over a few values, the rest fixed"),
     ActionSpec("s", "stop", "Stop", "Stop the run: the engine's whole process tree is killed"),
     ActionSpec("f", "fix", "Fix", "Apply the first finding's fix to the config"),
-    ActionSpec("t", "results", "Results", "Show the table of all trials of the study, and the plot"),
-    ActionSpec("c", "compare", "Compare", "Compare two trials side by side with a verdict per metric"),
-    ActionSpec("e", "export", "Export", "Export a trial (default: the winner) as preset and launch script"),
-    ActionSpec("m", "pick_model", "Model", "Pick a model from the Hugging Face cache or the demo model"),
-    ActionSpec("b", "baseline", "Baseline", "Use the last done trial as the A/B baseline", show=False),
-    ActionSpec("d", "toggle_dark", "Theme", "Switch between the light and the dark theme", show=False),
-    ActionSpec("q", "quit", "Quit", "Quit (asks first when a run is active, then stops the engine)"),
+    ActionSpec(
+        "t", "results", "Results", "Show the table of all trials of the study, and the plot"
+    ),
+    ActionSpec(
+        "c", "compare", "Compare", "Compare two trials side by side with a verdict per metric"
+    ),
+    ActionSpec(
+        "e", "export", "Export", "Export a trial (default: the winner) as preset and launch script"
+    ),
+    ActionSpec(
+        "m", "pick_model", "Model", "Pick a model from the Hugging Face cache or the demo model"
+    ),
+    ActionSpec(
+        "b", "baseline", "Baseline", "Use the last done trial as the A/B baseline", show=False
+    ),
+    ActionSpec(
+        "d", "toggle_dark", "Theme", "Switch between the light and the dark theme", show=False
+    ),
+    ActionSpec(
+        "q", "quit", "Quit", "Quit (asks first when a run is active, then stops the engine)"
+    ),
 )
 
 
@@ -72,4 +93,9 @@ class TunelabCommands(Provider):
         for title, action, help_text in self._entries():
             score = max(matcher.match(title), matcher.match(help_text) * 0.8)
             if score > 0:
-                yield Hit(score, matcher.highlight(title), partial(self.app.run_action, action), help=help_text)
+                yield Hit(
+                    score,
+                    matcher.highlight(title),
+                    partial(self.app.run_action, action),
+                    help=help_text,
+                )

@@ -11,6 +11,7 @@ Engine`` then stops the engine's whole process tree before the worker ends.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -78,7 +79,9 @@ class Jobs:
 
         if has_errors(session.findings):
             self.app.notify(
-                "Run blocked by an error finding: press f to apply its fix.", severity="error", timeout=6
+                "Run blocked by an error finding: press f to apply its fix.",
+                severity="error",
+                timeout=6,
             )
             return False
         return True
@@ -146,7 +149,12 @@ class Jobs:
             from tuner.studies.sweep import run_sweep
 
             return await run_sweep(
-                config, workload, [param], self._runner(emit), study=session.study, on_trial=self._record
+                config,
+                workload,
+                [param],
+                self._runner(emit),
+                study=session.study,
+                on_trial=self._record,
             )
 
         return self._enqueue("sweep", f"sweep {spec}", make)
@@ -196,7 +204,9 @@ class Jobs:
         }
         if self.app.sampler is not None:
             options["sampler"] = self.app.sampler
-        return TrialRunner(self.store, on_event=emit, options=options, command_for=services.engine_command)
+        return TrialRunner(
+            self.store, on_event=emit, options=options, command_for=services.engine_command
+        )
 
     async def _execute(self, trial: Any, emit: Callable[[Any], None]) -> Any:
         """One trial through the runner; recorded in the session when final."""
@@ -249,10 +259,9 @@ class Jobs:
         worker = self.worker
         if worker is not None and worker.state in (WorkerState.PENDING, WorkerState.RUNNING):
             worker.cancel()
-            try:
+            # Cancelled or timed out: either way there is nothing more to wait for.
+            with contextlib.suppress(Exception):
                 await asyncio.wait_for(worker.wait(), timeout)
-            except Exception:  # cancelled or timed out: nothing more to wait for
-                pass
         self.current = None
         if self._store is not None:
             self._store.close()

@@ -77,11 +77,12 @@ class TelemetryReady(Message):
     description: str
     reasons: tuple[str, ...]
     count: int
+    vram_gib: float | None = None
 
 
 @dataclass
-class RunEvent(Message):
-    """One event of a running trial or study, forwarded from the worker.
+class RunEvent(Message, bubble=False):
+    """One event of a running trial or study, forwarded from the worker (the main screen's only).
 
     Attributes:
         job: The id of the job that produced it (a study may run several trials).
@@ -93,7 +94,7 @@ class RunEvent(Message):
 
 
 @dataclass
-class JobFinished(Message):
+class JobFinished(Message, bubble=False):
     """A run, A/B or sweep worker ended (done, failed or cancelled)."""
 
     job: int

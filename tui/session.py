@@ -9,13 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tui.services import Services
 from tuner.bench.workload import Workload
 from tuner.config import EngineConfig
 from tuner.rules import Finding, Target
-from tui.services import Services
 
 # A short default workload: seconds on the CPU engine, long enough to read a trend.
-DEFAULT_WORKLOAD = Workload(input_len=128, output_len=64, num_prompts=32, concurrency=8, warmup_requests=4)
+DEFAULT_WORKLOAD = Workload(
+    input_len=128, output_len=64, num_prompts=32, concurrency=8, warmup_requests=4
+)
 
 
 @dataclass

@@ -11,7 +11,9 @@ die. It is a double, not vLLM: the real CPU engine is killed the same way in
 the ``engine``-marked test.
 
 Run: ``python -m tests.support.fault_engine --port P [--host H] [--record FILE]
-[--max-num-seqs N]``; ``--record`` receives one JSON line with the pids.
+[--stop-delay S] [--max-num-seqs N]``; ``--record`` receives one JSON line with
+the pids; ``--stop-delay`` makes SIGINT take S seconds to shut down, as
+vLLM's graceful shutdown does on a real server.
 """
 
 from __future__ import annotations
@@ -45,9 +47,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--child", default=None)
     parser.add_argument("--record", default=None)
+    parser.add_argument("--stop-delay", type=float, default=0.0)
     args, rest = parser.parse_known_args(argv)
     if args.child:
         return _child(args.child)
+    if args.stop_delay:
+
+        def slow_stop(signum: int, frame: object) -> None:
+            print(f"fault engine: shutting down (takes {args.stop_delay} s)", flush=True)
+            time.sleep(args.stop_delay)
+            raise KeyboardInterrupt
+
+        signal.signal(signal.SIGINT, slow_stop)
     children = [
         subprocess.Popen([sys.executable, "-m", "tests.support.fault_engine", "--child", name])
         for name in ("VLLM::EngineCore", "VLLM::Worker_0")

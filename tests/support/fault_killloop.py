@@ -166,7 +166,9 @@ def kill_loop(
         left = fault_procs.wait_untagged(marker, 8.0)
         if left:
             figures.orphans += len(left)
-            figures.notes.append(f"orphans after round {figures.restarts}: {fault_procs.describe(left)}")
+            figures.notes.append(
+                f"orphans after round {figures.restarts}: {fault_procs.describe(left)}"
+            )
             fault_procs.kill_all(left)
         _audit(db, committed, figures)
         if final:

@@ -41,7 +41,15 @@ def study_double_command(config: Any = None) -> list[str]:
 
 def fault_engine_command(config: Any = None, *, record: Path | None = None) -> list[str]:
     """The double with long-lived children renamed like vLLM's engine core and worker."""
-    cmd = [sys.executable, "-m", "tests.support.fault_engine", "--port", "{port}", "--host", "{host}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "tests.support.fault_engine",
+        "--port",
+        "{port}",
+        "--host",
+        "{host}",
+    ]
     if record is not None:
         cmd += ["--record", str(record)]
     seqs = None if config is None else config.engine.get("max-num-seqs")

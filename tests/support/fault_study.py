@@ -63,7 +63,9 @@ async def run(db: str, study: str, points: int, token_ms: float = 1.0) -> int:
         if point in finished:
             continue
         config = EngineConfig(
-            model="engine-double", env={"DOUBLE_TOKEN_MS": str(token_ms)}, engine={"max-num-seqs": point}
+            model="engine-double",
+            env={"DOUBLE_TOKEN_MS": str(token_ms)},
+            engine={"max-num-seqs": point},
         )
         trial = Trial(config=config, workload=workload, study=study, tags={"point": point})
         await runner.one(trial)

@@ -49,6 +49,9 @@ class Plan:
         waiting_over: Active streams beyond this count show as waiting.
         preempt_every: One preemption counted per this many requests (0: none).
         prefix_hit_rate: Share of prefix-cache queries reported as hits.
+        burst: With zero delays, token chunks written per loop turn (each
+            still its own SSE event and HTTP chunk); >1 makes the stub
+            cheaper per token so that it can outrun the client it measures.
     """
 
     ttft_ms: float = 100.0
@@ -58,6 +61,7 @@ class Plan:
     waiting_over: int = 1_000_000
     preempt_every: int = 0
     prefix_hit_rate: float = 0.0
+    burst: int = 1
 
     @classmethod
     def from_json(cls, text: str) -> Plan:
@@ -262,7 +266,18 @@ class StubServer:
             if fault and fault["kind"] not in ("http", "slow")
             else None
         )
-        for k in range(n_out):
+        if zero and p.burst > 1 and stop_at is None:
+            left = n_out
+            while left > 0:
+                k = min(p.burst, left)
+                w.write(tok_chunk * k)
+                left -= k
+                await w.drain()
+                await asyncio.sleep(0)
+            n_out_sent = 0
+        else:
+            n_out_sent = n_out
+        for k in range(n_out_sent):
             if stop_at is not None and k == stop_at:
                 return await self._fault(fault, w, rid)
             if zero:
@@ -272,9 +287,9 @@ class StubServer:
                 if delay > 0:
                     await asyncio.sleep(delay)
                 deadline += p.gap_s(k)
-            w.write(tok_chunk)
             if not zero:
-                times.append(time.perf_counter())
+                times.append(time.perf_counter())  # taken before the write: a lower bound
+            w.write(tok_chunk)
             await w.drain()
         usage = json.dumps(
             {

@@ -22,7 +22,15 @@ DOUBLE = Path(__file__).with_name("study_engine_double.py")
 
 def double_command(config: EngineConfig) -> list[str]:
     """The double's command line for a config: its engine args follow, like `vllm serve`'s."""
-    return [sys.executable, str(DOUBLE), "--port", "{port}", "--host", "{host}", *config.engine_args()]
+    return [
+        sys.executable,
+        str(DOUBLE),
+        "--port",
+        "{port}",
+        "--host",
+        "{host}",
+        *config.engine_args(),
+    ]
 
 
 def _make_runner(store, on_event, startup_timeout):  # type: ignore[no-untyped-def]

@@ -23,6 +23,7 @@ Run: ``python tests/support/study_engine_double.py --port P [--host H] [vLLM fla
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -54,7 +55,7 @@ def _handler(state: _State) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        def log_message(self, format: str, *args: object) -> None:
             return
 
         def _send(self, code: int, raw: bytes, ctype: str) -> None:
@@ -126,7 +127,11 @@ def _handler(state: _State) -> type[BaseHTTPRequestHandler]:
                 finally:
                     with state.lock:
                         state.running -= 1
-            usage = {"prompt_tokens": prompt_len, "completion_tokens": n, "total_tokens": prompt_len + n}
+            usage = {
+                "prompt_tokens": prompt_len,
+                "completion_tokens": n,
+                "total_tokens": prompt_len + n,
+            }
             self._event({"id": "cmpl-double", "choices": [], "usage": usage})
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()
@@ -161,10 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     time.sleep(startup)
     server = _Server((args.host, args.port), _handler(_State(args.max_num_seqs, token_ms)))
     print(f"INFO:     Uvicorn running on http://{args.host}:{args.port}", flush=True)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()
-    except KeyboardInterrupt:
-        pass
     return 0
 
 

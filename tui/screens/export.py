@@ -21,15 +21,15 @@ from tui.screens.results import study_trials
 FORMATS = ("toml", "sh", "yaml", "docker")
 
 
-def pick_winner(trials: list[Any]) -> Any | None:
-    """The study's winner by its objective among finished trials (``tuner.studies`` decides)."""
-    from tuner.studies.winner import winner
+def pick_winner(trials: list[Any], study: str) -> tuple[Any | None, str]:
+    """The study's winner (``tuner.studies.winner`` decides) and its one-line statement."""
+    from tuner.studies.winner import WinnerError, pick_winner
 
-    done = [t for t in trials if t.results]
-    if not done:
-        return None
-    found = winner(done)
-    return getattr(found, "trial", found)
+    try:
+        report = pick_winner(trials, study=study)
+    except WinnerError as exc:
+        return None, str(exc)
+    return report.winner.representative(), report.statement
 
 
 def _scalars(data: dict[str, Any]) -> dict[str, Any]:
@@ -41,7 +41,9 @@ def _scalars(data: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def export_trial(trial: Any, directory: Path, formats: list[str], force: bool = False) -> list[Path]:
+def export_trial(
+    trial: Any, directory: Path, formats: list[str], force: bool = False
+) -> list[Path]:
     """Write ``trial`` as a preset (with its workload, headline results and id) in ``formats``."""
     from tuner.export.preset import Provenance, preset_from_config
     from tuner.export.render import export, safe_name
@@ -73,32 +75,41 @@ class ExportScreen(ModalScreen[list[Path] | None]):
             yield Static("Export a trial as preset + launch script", classes="dialog-title")
             with Horizontal(classes="export-row"):
                 yield Label("trial")
-                yield Select([], id="export-trial", allow_blank=True, prompt="no finished trial", compact=True)
+                yield Select(
+                    [],
+                    id="export-trial",
+                    allow_blank=True,
+                    prompt="no finished trial",
+                    compact=True,
+                )
             with Horizontal(classes="export-row", id="export-formats"):
                 yield Label("formats")
                 for name in FORMATS:
-                    yield Checkbox(name, value=name in ("toml", "sh"), id=f"fmt-{name}", compact=True)
+                    yield Checkbox(
+                        name, value=name in ("toml", "sh"), id=f"fmt-{name}", compact=True
+                    )
             with Horizontal(classes="export-row"):
                 yield Label("directory")
                 yield Input(str(self.directory), id="export-dir", compact=True)
             yield Static("", id="export-status")
             yield TextArea("", id="export-script", read_only=True, soft_wrap=False)
             with Horizontal(classes="dialog-buttons"):
-                yield Button("Close (Esc)", id="close")
-                yield Button("Export", id="export", variant="primary")
+                yield Button("Close (Esc)", id="close", compact=True)
+                yield Button("Export", id="export", variant="primary", compact=True)
 
     def on_mount(self) -> None:
         trials = [t for t in study_trials(self.app) if t.results]
         select = self.query_one("#export-trial", Select)
         if not trials:
-            self.query_one("#export-status", Static).update("No finished trial yet: run one first (r).")
+            self.query_one("#export-status", Static).update(
+                "No finished trial yet: run one first (r)."
+            )
             return
-        try:
-            best = pick_winner(trials)
-        except Exception:  # no winner logic available: the newest trial is the default
-            best = trials[-1]
+        best, statement = pick_winner(study_trials(self.app), self.app.session.study)  # type: ignore[attr-defined]
+        self.query_one("#export-status", Static).update(f"Winner: {statement}")
         options = [
-            (f"{t.short_id}{' (winner)' if best is not None and t.id == best.id else ''}", t.id) for t in trials
+            (f"{t.short_id}{' (winner)' if best is not None and t.id == best.id else ''}", t.id)
+            for t in trials
         ]
         select.set_options(options)
         default = self.trial_id or (best.id if best is not None else trials[-1].id)
@@ -134,7 +145,10 @@ class ExportScreen(ModalScreen[list[Path] | None]):
             return []
         self.written = written
         status.update("Wrote: " + ", ".join(str(p) for p in written))
-        script = next((p for p in written if p.name.endswith(".sh") and not p.name.endswith(".docker.sh")), None)
+        script = next(
+            (p for p in written if p.name.endswith(".sh") and not p.name.endswith(".docker.sh")),
+            None,
+        )
         shown = script or written[0]
         self.query_one("#export-script", TextArea).text = shown.read_text()
         return written

@@ -10,23 +10,23 @@ app's job (:mod:`tui.jobs`); this screen only renders its events.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from tuner.config import EngineConfig
-from tuner.rules import Finding, Severity, Target, WorkloadShape, check
 from tui.messages import (
     IntrospectionReady,
+    JobFinished,
     KnobChanged,
     KnobFocused,
     KnobInvalid,
-    JobFinished,
     ModelAnalyzed,
     ModelRequested,
     RunEvent,
@@ -35,11 +35,13 @@ from tui.messages import (
 )
 from tui.widgets.findings_panel import FindingsPanel
 from tui.widgets.gpu_panel import GpuPanel
-from tui.widgets.knob_panel import KnobPanel, KnobRow
+from tui.widgets.knob_panel import KnobPanel
 from tui.widgets.model_panel import ModelPanel, human_bytes
 from tui.widgets.run_panel import RunPanel
 from tui.widgets.status_bar import StatusBar
 from tui.widgets.workload_panel import WorkloadPanel
+from tuner.config import EngineConfig
+from tuner.rules import Finding, Severity, Target, WorkloadShape, check
 
 DEMO_LABEL = "tunelab:demo"
 
@@ -47,8 +49,13 @@ DEMO_LABEL = "tunelab:demo"
 class MainScreen(Screen[None]):
     """The tuning screen."""
 
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "leave_input", "Leave field", show=False, id="main.leave_input"),
+    ]
+
     _backend: str | None = None
     _stage: str = "starting"
+    _gpus: tuple[int, float | None] | None = None
 
     def compose(self) -> ComposeResult:
         session = self.app.session  # type: ignore[attr-defined]
@@ -72,8 +79,11 @@ class MainScreen(Screen[None]):
             Text("Focus a knob to read its help. Tab moves, space toggles.", style="dim")
         )
         self.refresh_all()
-        first = self.query(KnobRow).first()
-        first.control.focus()
+        self.query_one(KnobPanel).focus()  # keys work at once; Tab walks into the knobs
+
+    def action_leave_input(self) -> None:
+        """Esc leaves a text field so the single-key actions (r, a, f ...) work again."""
+        self.query_one(KnobPanel).focus()
 
     # -- setting state down ---------------------------------------------------
 
@@ -165,11 +175,18 @@ class MainScreen(Screen[None]):
             panel.show_info(model_line(message.info, session.config, session.target))
         self.recheck()
 
+    def _with_gpus(self, target: Target) -> Target:
+        """The target with the GPU count and per-GPU VRAM telemetry saw (introspection does not)."""
+        if not self._gpus:
+            return target
+        count, vram = self._gpus
+        return replace(target, gpus=count, vram_gib=vram if vram is not None else target.vram_gib)
+
     @on(IntrospectionReady)
     def _introspected(self, message: IntrospectionReady) -> None:
         session = self.app.session  # type: ignore[attr-defined]
         session.vllm_info = message.info
-        session.target = message.target
+        session.target = self._with_gpus(message.target)
         info = message.info
         bar = self.query_one(StatusBar)
         if info is not None and getattr(info, "available", False):
@@ -178,14 +195,25 @@ class MainScreen(Screen[None]):
             bar.vllm = "vLLM: not found"
             reason = getattr(info, "error", None) or "introspection failed"
             self.notify(f"vLLM not usable: {reason}", severity="warning", timeout=8)
-        target: Target = message.target
+        target: Target = session.target
         self.query_one(KnobPanel).mark_availability(target.vllm_version, target.platform)
         if session.model_info is not None:
-            self.query_one(ModelPanel).show_info(model_line(session.model_info, session.config, target))
+            self.query_one(ModelPanel).show_info(
+                model_line(session.model_info, session.config, target)
+            )
         self.recheck()
 
     @on(TelemetryReady)
     def _telemetry_ready(self, message: TelemetryReady) -> None:
+        session = self.app.session  # type: ignore[attr-defined]
+        if message.count:
+            self._gpus = (message.count, message.vram_gib)
+            session.target = self._with_gpus(session.target)
+            if session.model_info is not None:
+                self.query_one(ModelPanel).show_info(
+                    model_line(session.model_info, session.config, session.target)
+                )
+            self.recheck()
         panel = self.query_one(GpuPanel)
         if message.count == 0:
             panel.show_none(message.description, message.reasons)
@@ -231,13 +259,18 @@ class MainScreen(Screen[None]):
         panel.end()
         self._backend = None
         if message.kind == "ab" and message.ok and message.result is not None:
-            panel.note(message.result.summary())
-            self.notify(f"A/B: {message.result.summary()}", timeout=12)
+            report = message.result
+            verdict = str(report.verdict)
+            style = {"A better": "bold red", "B better": "bold green"}.get(verdict, "bold yellow")
+            panel.note(report.summary(), highlight=verdict, style=style)
+            self.notify(f"A/B: {report.summary()}", timeout=12)
         elif message.kind == "sweep" and message.ok and message.result is not None:
             report = message.result
             panel.note(f"sweep best: {report.best_values} (trial {str(report.best_trial)[:8]})")
         elif not message.ok:
-            panel.stage("stopped" if "stopped" in message.summary else "failed", None, message.summary)
+            panel.stage(
+                "stopped" if "stopped" in message.summary else "failed", None, message.summary
+            )
         self.set_engine_state("idle")
         self.app.jobs.finished(message.job)  # type: ignore[attr-defined]
 
@@ -246,15 +279,13 @@ class MainScreen(Screen[None]):
 
 
 def model_line(info: Any, config: EngineConfig, target: Target) -> Text:
-    """`LlamaForCausalLM · GQA · 0.8 MiB · KV 4.0 KiB/token · fits` for the model panel."""
+    """`Llama · GQA · 0.8 MiB · fits · KV 4.0 KiB/tok` for the model panel (fit first: it matters most)."""
     out = Text(no_wrap=True, overflow="ellipsis")
     arch = (info.architecture or info.model_type or "?").removesuffix("ForCausalLM")
     kind = str(info.attention).upper()
     if info.is_moe:
         kind += f" MoE {info.moe.num_experts}e"
     out.append(f"{arch} · {kind} · {human_bytes(info.weight_bytes)} · ")
-    kv = info.kv_bytes_per_token(config.get("kv-cache-dtype") or "auto")
-    out.append(f"KV {human_bytes(kv)}/tok · ")
     if target.vram_gib:
         from tuner.model_info import fit
 
@@ -268,11 +299,16 @@ def model_line(info: Any, config: EngineConfig, target: Target) -> Text:
             max_num_seqs=_int(config.get("max-num-seqs")),
             kv_cache_dtype=str(config.get("kv-cache-dtype") or "auto"),
         )
-        out.append("fits" if est.fits else "does not fit", style="green" if est.fits else "bold red")
+        out.append(
+            "fits" if est.fits else "does not fit", style="green" if est.fits else "bold red"
+        )
+        out.append(f" {target.gpus}×{target.vram_gib:.0f} GiB", style="dim")
     elif target.platform == "cpu":
         out.append("CPU engine", style="dim")
     else:
         out.append("fit: VRAM unknown", style="dim")
+    kv = info.kv_bytes_per_token(config.get("kv-cache-dtype") or "auto")
+    out.append(f" · KV {human_bytes(kv)}/tok")
     return out
 
 

@@ -23,7 +23,9 @@ from tui.widgets.model_panel import human_bytes
 class ModelPicker(ModalScreen[str | None]):
     """A list of models to choose from."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel", id="picker.cancel")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel", id="picker.cancel")
+    ]
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):

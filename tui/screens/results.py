@@ -53,7 +53,12 @@ class ResultsScreen(Screen[None]):
         bar = self.query_one(StatusBar)
         main = self.app.main  # type: ignore[attr-defined]
         src = main.query_one(StatusBar)
-        bar.node, bar.vllm, bar.model, bar.engine_state = src.node, src.vllm, src.model, src.engine_state
+        bar.node, bar.vllm, bar.model, bar.engine_state = (
+            src.node,
+            src.vllm,
+            src.model,
+            src.engine_state,
+        )
         self.reload()
 
     def reload(self) -> None:
@@ -85,7 +90,9 @@ class ResultsScreen(Screen[None]):
         column = SORTABLE[self._sort_index]
         self._reverse = column in ("tok_s", "req_s")
         self.query_one(ResultsTable).sort(column, reverse=self._reverse)
-        self.notify(f"sorted by {column}{' (best first)' if column in ('tok_s', 'req_s', 'ttft', 'itl') else ''}")
+        self.notify(
+            f"sorted by {column}{' (best first)' if column in ('tok_s', 'req_s', 'ttft', 'itl') else ''}"
+        )
 
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
         self._reverse = not self._reverse

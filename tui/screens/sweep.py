@@ -34,7 +34,9 @@ def suggest(knob: Knob, current: Any) -> str:
 class SweepDialog(ModalScreen[str | None]):
     """Asks for the knob and values to sweep."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel", id="sweep.cancel")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel", id="sweep.cancel")
+    ]
 
     def __init__(self, spec: str) -> None:
         super().__init__()

@@ -14,7 +14,11 @@ from textual.widgets import Static
 
 from tuner.rules import Finding, Severity
 
-ICONS = {Severity.ERROR: ("✖", "bold red"), Severity.WARNING: ("▲", "yellow"), Severity.ADVICE: ("•", "cyan")}
+ICONS = {
+    Severity.ERROR: ("✖", "bold red"),
+    Severity.WARNING: ("▲", "yellow"),
+    Severity.ADVICE: ("•", "cyan"),
+}
 
 
 def fix_text(fix: dict[str, object] | None) -> str:
@@ -54,5 +58,7 @@ class FindingsPanel(Static):
         warnings = sum(f.severity is Severity.WARNING for f in findings)
         self.update(render_findings(findings))
         self.set_class(errors > 0, "-error")
-        self.border_title = f"Findings · {errors} error{'s' if errors != 1 else ''}, {warnings} warn"
+        self.border_title = (
+            f"Findings · {errors} error{'s' if errors != 1 else ''}, {warnings} warn"
+        )
         self.border_subtitle = "Run blocked: press f to apply the fix" if errors else ""

@@ -18,14 +18,15 @@ from typing import Any
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.events import DescendantFocus
+from textual.lazy import Lazy
 from textual.widgets import Input, Label, Select, Static, Switch
 
+from tui.messages import KnobChanged, KnobFocused, KnobInvalid
 from tuner import knobs as catalogue
 from tuner.config import ConfigError, EngineConfig
 from tuner.knobs import Availability, Knob, ValueType
-from tui.messages import KnobChanged, KnobFocused, KnobInvalid
 
 
 def value_text(value: Any) -> str:
@@ -55,12 +56,13 @@ class KnobRow(Horizontal):
 
     def compose(self) -> ComposeResult:
         knob = self.knob
-        yield Label(" ", classes="knob-mark")
-        yield Label(knob.key, classes="knob-name")
+        yield Label(self._name_text(), classes="knob-name")
         if self.tristate:
             # A switch cannot show "vLLM decides" (the default of these depends on the
             # model and version), so they get default / on / off.
-            yield Select([("on", "on"), ("off", "off")], prompt="default", allow_blank=True, compact=True)
+            yield Select(
+                [("on", "on"), ("off", "off")], prompt="default", allow_blank=True, compact=True
+            )
         elif knob.type is ValueType.BOOL:
             yield Switch(value=as_bool(knob.default))
         elif knob.type is ValueType.CHOICE:
@@ -85,11 +87,27 @@ class KnobRow(Horizontal):
 
     def mark(self, availability: Availability) -> None:
         """Mark the knob not applicable (still editable) with the reason kept for the help line."""
+        if availability == self.availability:
+            return  # restyling a row costs milliseconds; ~55 rows would add up
         self.availability = availability
-        mark = self.query_one(".knob-mark", Label)
         self.set_class(not availability.ok, "-na")
-        mark.update(" " if availability.ok else "⊘")
+        self.query_one(".knob-name", Label).update(self._name_text())
         self.tooltip = self.help_text()
+
+    def _name_text(self) -> Text:
+        """The key, after a ⊘ when the knob has no effect on the target."""
+        mark = "  " if self.availability.ok else "⊘ "
+        return Text.assemble((mark, "yellow"), self.knob.key)
+
+    def on_mount(self) -> None:
+        # Rows of later groups mount after the first paint: take the panel's current state.
+        panel = next((a for a in self.ancestors if isinstance(a, KnobPanel)), None)
+        if panel is None:
+            return
+        if panel.config is not None:
+            self.set_value(panel.config.get(self.knob.key))
+        if panel.target is not None:
+            self.mark(catalogue.available(self.knob, *panel.target))
 
     def help_text(self) -> str:
         """Help line: the catalogue's help, its source, and why it is n/a if so."""
@@ -107,7 +125,11 @@ class KnobRow(Horizontal):
         control = self.control
         knob = self.knob
         if isinstance(control, Switch):
-            shown = value if value is not None else (knob.default if knob.default is not None else False)
+            shown = (
+                value
+                if value is not None
+                else (knob.default if knob.default is not None else False)
+            )
             with control.prevent(Switch.Changed):
                 control.value = as_bool(shown)
         elif isinstance(control, Select):
@@ -168,18 +190,29 @@ class KnobRow(Horizontal):
 
 
 class KnobPanel(VerticalScroll):
-    """All knobs by group, in catalogue order."""
+    """All knobs by group, in catalogue order.
+
+    The groups are mounted lazily, after the first paint (``textual.lazy.Lazy``):
+    the ~55 rows and their selects are most of the screen's widgets, and the
+    user should see the screen before they exist.
+    Rows that mount late read :attr:`config` and :attr:`target` on mount.
+    """
 
     def __init__(self, version: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.version = version
+        self.config: EngineConfig | None = None
+        self.target: tuple[str | None, str | None] | None = None
 
     def compose(self) -> ComposeResult:
         for group, items in catalogue.groups().items():
             title = catalogue.GROUP_TITLES.get(group, group)
-            yield Static(title, classes="knob-group")
-            for knob in items:
-                yield KnobRow(knob, catalogue.choices_for(knob, self.version))
+            block = Vertical(
+                Static(title, classes="knob-group"),
+                *(KnobRow(knob, catalogue.choices_for(knob, self.version)) for knob in items),
+                classes="knob-block",
+            )
+            yield Lazy(block)
 
     def on_mount(self) -> None:
         self.border_title = "Knobs"
@@ -190,16 +223,16 @@ class KnobPanel(VerticalScroll):
 
     def show_config(self, config: EngineConfig) -> None:
         """Set every control from ``config`` (attributes down; no messages posted)."""
+        self.config = config
         for row in self.query(KnobRow):
             row.set_value(config.get(row.knob.key))
 
     def mark_availability(self, version: str | None, platform: str | None) -> int:
         """Mark knobs that do not apply to the target; returns how many are n/a."""
-        count = 0
+        self.target = (version, platform)
         for row in self.query(KnobRow):
-            verdict = catalogue.available(row.knob, version, platform)
-            row.mark(verdict)
-            count += not verdict.ok
+            row.mark(catalogue.available(row.knob, version, platform))
+        count = sum(not catalogue.available(k, version, platform).ok for k in catalogue.KNOBS)
         self.border_subtitle = f"{count} n/a on {platform or '?'}" if count else ""
         return count
 

@@ -32,7 +32,11 @@ class ModelPanel(Vertical):
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="model-row"):
-            yield Input(placeholder="model id or path (m: pick from HF cache)", id="model-input", compact=True)
+            yield Input(
+                placeholder="model id or path (m: pick from HF cache)",
+                id="model-input",
+                compact=True,
+            )
         yield Static("", id="model-info")
 
     def on_mount(self) -> None:

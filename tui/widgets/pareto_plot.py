@@ -23,7 +23,9 @@ def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
     front = []
     for i, (x, y) in enumerate(points):
         dominated = any(
-            (x2 <= x and y2 >= y) and (x2 < x or y2 > y) for j, (x2, y2) in enumerate(points) if j != i
+            (x2 <= x and y2 >= y) and (x2 < x or y2 > y)
+            for j, (x2, y2) in enumerate(points)
+            if j != i
         )
         if not dominated:
             front.append(i)

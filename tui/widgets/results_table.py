@@ -72,7 +72,7 @@ class ResultsTable(DataTable[Any]):
         baseline = next((t for t in trials if t.id == baseline_id), None)
         for trial in trials:
             cells: list[Any] = []
-            for key, _label, name, fmt, higher in COLUMNS:
+            for key, _label, name, fmt, _higher in COLUMNS:
                 if key == "mark":
                     cells.append(Text("★", style="bold yellow") if trial is baseline else "")
                 elif key == "id":

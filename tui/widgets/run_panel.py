@@ -41,7 +41,9 @@ def stage_line(stage: str, backend: str | None, detail: str = "") -> Text:
     return out
 
 
-def figures_line(tok_s: float | None, ttft: float | None, itl: float | None, done: int, total: int | None) -> Text:
+def figures_line(
+    tok_s: float | None, ttft: float | None, itl: float | None, done: int, total: int | None
+) -> Text:
     """Rolling tokens/s, p50 TTFT and ITL, requests done."""
 
     def ms(v: float | None) -> str:
@@ -58,7 +60,9 @@ class RunPanel(Vertical):
     """What the background run is doing right now."""
 
     def compose(self) -> ComposeResult:
-        yield Static(Text("Idle. r: run · a: A/B vs baseline · w: sweep", style="dim"), id="run-stage")
+        yield Static(
+            Text("Idle. r: run · a: A/B vs baseline · w: sweep", style="dim"), id="run-stage"
+        )
         # Hidden while idle: an indeterminate bar animates, which would cost idle CPU.
         bar = ProgressBar(total=100, show_eta=False, id="run-progress")
         bar.display = False
@@ -92,12 +96,22 @@ class RunPanel(Vertical):
     def progress(self, done: int, total: int | None) -> None:
         self.query_one("#run-progress", ProgressBar).update(total=total, progress=done)
 
-    def figures(self, tok_s: float | None, ttft: float | None, itl: float | None, done: int, total: int | None) -> None:
+    def figures(
+        self,
+        tok_s: float | None,
+        ttft: float | None,
+        itl: float | None,
+        done: int,
+        total: int | None,
+    ) -> None:
         self.query_one("#run-figures", Static).update(figures_line(tok_s, ttft, itl, done, total))
 
-    def note(self, text: str) -> None:
-        """A one-line summary under the stage (e.g. the result or the verdict)."""
-        self.query_one("#run-figures", Static).update(Text(text, no_wrap=True, overflow="ellipsis"))
+    def note(self, text: str, highlight: str | None = None, style: str = "bold") -> None:
+        """A summary under the stage (the result, or an A/B verdict), wrapped to at most 3 lines."""
+        out = Text(text)
+        if highlight:
+            out.highlight_words([highlight], style=style)
+        self.query_one("#run-figures", Static).update(out)
 
     def log(self, line: str) -> None:
         self.query_one("#run-log", RichLog).write(Text(line.rstrip("\n")))

@@ -14,8 +14,8 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Input, Label
 
-from tuner.bench.workload import Workload, WorkloadError, parse_slo
 from tui.messages import WorkloadChanged
+from tuner.bench.workload import Workload, WorkloadError, parse_slo
 
 FIELDS = (
     ("in", "input_len", "input tokens per request"),
@@ -45,7 +45,9 @@ def workload_from_texts(texts: dict[str, str], warmup: int) -> Workload:
     try:
         rate = math.inf if rate_text == "inf" else float(rate_text)
     except ValueError:
-        raise WorkloadError(f"rate must be a number of requests/s or inf, not {rate_text!r}") from None
+        raise WorkloadError(
+            f"rate must be a number of requests/s or inf, not {rate_text!r}"
+        ) from None
     return Workload(
         input_len=whole("in", texts["input_len"].strip()),
         output_len=whole("out", texts["output_len"].strip()),

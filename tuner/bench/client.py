@@ -1,12 +1,11 @@
 """The streaming HTTP client: one request in, one timed record out.
 
-One aiohttp session (its llhttp parser is C; measured faster than httpx for
-SSE, see benchmarks/client_ceiling.py) streams /v1/completions or
-/v1/chat/completions. The hot loop reads whatever bytes arrived, takes one
-``perf_counter`` per read, splits SSE events on blank lines and recognises a
-token chunk by its bytes (``"choices":[{``) without decoding JSON; only the
-rare other events (usage, errors, non-compact JSON from other servers) are
-parsed. No logging, no text accumulation, nothing blocking: the client's own
+Streams /v1/completions or /v1/chat/completions through a lean HTTP/1.1
+transport (tuner.bench.http; aiohttp remains selectable and is used for
+control calls). Whatever bytes arrived get one ``perf_counter``, are split
+into SSE events on blank lines, and a token chunk is recognised by its
+bytes (``"choices":[{``) without decoding JSON; only the rare other events
+(usage, errors, non-compact JSON from other servers) are parsed. No logging, no text accumulation, nothing blocking: the client's own
 cost must not show up in the latencies it reports. Timing semantics follow
 `vllm bench serve` so results compare one to one: TTFT is the first chunk with
 a choice, ITL the gaps between chunks, latency ends at the last token chunk.
@@ -19,10 +18,11 @@ import itertools
 import json
 from dataclasses import dataclass, field
 from time import perf_counter
-from typing import Any
+from typing import Any, Literal
 
 import aiohttp
 
+from tuner.bench.http import HttpError, StreamingHttp
 from tuner.bench.prompts import Prompt
 from tuner.bench.workload import Endpoint
 
@@ -30,6 +30,8 @@ _TOKEN_MARK = b'"choices":[{'
 _USAGE_MARK = b'"usage":{'
 _DONE = b"data: [DONE]"
 _HEADERS = {"Content-Type": "application/json"}
+
+Transport = Literal["lean", "aiohttp"]
 
 
 @dataclass(slots=True)
@@ -114,9 +116,11 @@ def _error_message(body: bytes) -> str:
 class BenchClient:
     """A streaming OpenAI-API client bound to one server, model and endpoint.
 
-    Use as an async context manager; it owns one aiohttp session whose
-    connection pool is sized to the concurrency, so connections are reused
-    and no request pays a handshake inside its TTFT.
+    Use as an async context manager. Streams go through the lean transport
+    (tuner.bench.http) by default, or through aiohttp with
+    ``transport="aiohttp"``; connections are kept alive and reused either
+    way. Control calls (/v1/models, /tokenize, /metrics) use a separate small
+    aiohttp session so a scrape never waits for, nor takes, a request slot.
     """
 
     def __init__(
@@ -129,12 +133,16 @@ class BenchClient:
         request_timeout_s: float = 600.0,
         stall_timeout_s: float | None = 120.0,
         extra_body: dict[str, Any] | None = None,
+        transport: Transport = "lean",
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.endpoint = endpoint
         path = "/v1/completions" if endpoint == "completions" else "/v1/chat/completions"
         self.url = self.base_url + path
+        self._path = path
+        self._transport = transport
+        self._http: StreamingHttp | None = None
         self._limit = concurrency or 0
         # No sock_read timeout: aiohttp re-arms that timer on every read, which
         # cost ~30 % of the client's throughput; a watchdog task checks stalls.
@@ -152,8 +160,8 @@ class BenchClient:
             limit=self._limit, limit_per_host=self._limit, keepalive_timeout=60
         )
         self._session = aiohttp.ClientSession(connector=connector, trust_env=False)
-        # Control calls (/metrics, /v1/models, /tokenize) get their own pool so
-        # a scrape never waits for a request slot, nor takes one.
+        if self._transport == "lean":
+            self._http = StreamingHttp(self.base_url)
         self._control = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=2), trust_env=False
         )
@@ -166,6 +174,9 @@ class BenchClient:
             self._watchdog.cancel()
             await asyncio.gather(self._watchdog, return_exceptions=True)
             self._watchdog = None
+        if self._http is not None:
+            self._http.close()
+            self._http = None
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -264,58 +275,27 @@ class BenchClient:
         """
         rec = RequestRecord(prompt.prompt_len, prompt.output_len)
         data = body if body is not None else self.body(prompt)
-        times = rec.chunk_times
+        sink = _SseSink(rec, live)
         rec.start = rec.end = perf_counter()
         rec.arrival = rec.start if arrival is None else arrival
-        saw_done = False
         task = asyncio.current_task()
         if task is not None:
             self._active[task] = rec
         try:
-            async with self.session.post(
-                self.url, data=data, headers=_HEADERS, timeout=self._timeout
-            ) as resp:
-                if resp.status != 200:
-                    raw = await resp.content.read(4096)
-                    rec.error_kind = f"HTTP {resp.status}"
-                    rec.error = _error_message(raw) or (resp.reason or "")
-                    return rec
-                content = resp.content
-                buf = b""
-                while True:
-                    chunk = await content.readany()
-                    if not chunk:
-                        break
-                    rec.end = now = perf_counter()
-                    if buf:
-                        chunk = buf + chunk
-                    if b"\r" in chunk:
-                        chunk = chunk.replace(b"\r\n", b"\n")
-                    events = chunk.split(b"\n\n")
-                    buf = events.pop()
-                    n = 0
-                    for ev in events:
-                        if _TOKEN_MARK in ev and _USAGE_MARK not in ev:
-                            n += 1
-                        elif ev == _DONE:
-                            saw_done = True
-                        elif self._slow_event(ev, rec):
-                            n += 1
-                    if n:
-                        times.extend([now] * n)
-                        live.chunks += n
-                    if rec.error_kind:
-                        break
+            if self._http is not None:
+                await self._stream_lean(rec, data, sink)
+            else:
+                await self._stream_aiohttp(rec, data, sink)
         except asyncio.CancelledError:
             if rec.error_kind != "stall" or task is None:
                 raise
             task.uncancel()  # our own watchdog cut it: a counted failure, not a cancel
-        except aiohttp.ConnectionTimeoutError:
-            rec.error_kind = "connect timeout"
-            rec.error = "could not connect to the server in time"
         except TimeoutError:
             rec.error_kind = "timeout"
             rec.error = f"request took longer than {self._request_timeout_s:g} s"
+        except HttpError as exc:
+            rec.error_kind = exc.kind
+            rec.error = str(exc)
         except aiohttp.ClientPayloadError as exc:
             rec.error_kind = "disconnected"
             rec.error = f"stream broke mid-response: {exc}"
@@ -333,10 +313,10 @@ class BenchClient:
                 self._active.pop(task, None)
         rec.end = perf_counter()
         if not rec.error_kind:
-            if not times:
+            if not rec.chunk_times:
                 rec.error_kind = "no tokens"
                 rec.error = "the stream ended without a single token chunk"
-            elif not saw_done:
+            elif not sink.saw_done:
                 rec.error_kind = "truncated"
                 rec.error = "the stream ended before its [DONE] marker"
         if rec.error_kind:
@@ -345,39 +325,109 @@ class BenchClient:
             live.done += 1
         return rec
 
-    @staticmethod
-    def _slow_event(ev: bytes, rec: RequestRecord) -> bool:
-        """Parse an event the fast path did not recognise; True if it is a token chunk.
+    async def _stream_lean(self, rec: RequestRecord, data: bytes, sink: _SseSink) -> None:
+        """The default transport: tuner.bench.http, parsing inside data_received."""
+        assert self._http is not None
+        async with asyncio.timeout(self._request_timeout_s):
+            status, err = await self._http.post_stream(self._path, data, sink, sink.touch)
+        if status != 200:
+            rec.error_kind = f"HTTP {status}"
+            rec.error = _error_message(err)
 
-        Handles the usage report, error events, SSE comments and servers that
-        write JSON with spaces. Updates ``rec`` in place.
-        """
-        payload = b""
-        for line in ev.split(b"\n"):
-            if line.startswith(b"data:"):
-                payload += line[5:].strip()
-        if not payload or payload == b"[DONE]":
-            return False
-        try:
-            data = json.loads(payload)
-        except ValueError:
-            rec.error_kind = "bad event"
-            rec.error = f"unparseable stream event: {payload[:200]!r}"
-            return False
-        if not isinstance(data, dict):
-            return False
-        usage = data.get("usage")
-        if isinstance(usage, dict):
-            if isinstance(usage.get("completion_tokens"), int):
-                rec.output_tokens = usage["completion_tokens"]
-            if isinstance(usage.get("prompt_tokens"), int):
-                rec.prompt_len = usage["prompt_tokens"]
-        if "error" in data and not data.get("choices"):
-            err = data["error"]
-            rec.error_kind = "error event"
-            rec.error = str(err.get("message", err) if isinstance(err, dict) else err)[:300]
-            return False
-        return bool(data.get("choices"))
+    async def _stream_aiohttp(self, rec: RequestRecord, data: bytes, sink: _SseSink) -> None:
+        """The aiohttp transport (kept to compare against; see client_ceiling.py)."""
+        async with self.session.post(
+            self.url, data=data, headers=_HEADERS, timeout=self._timeout
+        ) as resp:
+            if resp.status != 200:
+                raw = await resp.content.read(4096)
+                rec.error_kind = f"HTTP {resp.status}"
+                rec.error = _error_message(raw) or (resp.reason or "")
+                return
+            content = resp.content
+            while True:
+                chunk = await content.readany()
+                if not chunk:
+                    break
+                sink(chunk, perf_counter())
+                if rec.error_kind:
+                    break
+
+
+class _SseSink:
+    """Splits a response body into SSE events and times the token chunks.
+
+    Called with whatever bytes arrived and the read's ``perf_counter``; a
+    token chunk is recognised by its bytes, everything else goes to
+    ``_slow_event``.
+    """
+
+    __slots__ = ("buf", "live", "rec", "saw_done", "times")
+
+    def __init__(self, rec: RequestRecord, live: LiveCounters) -> None:
+        self.rec = rec
+        self.live = live
+        self.times = rec.chunk_times
+        self.buf = b""
+        self.saw_done = False
+
+    def touch(self, now: float) -> None:
+        """Note that bytes arrived (for the stall watchdog)."""
+        self.rec.end = now
+
+    def __call__(self, chunk: bytes, now: float) -> None:
+        self.rec.end = now
+        if self.buf:
+            chunk = self.buf + chunk
+        if b"\r" in chunk:
+            chunk = chunk.replace(b"\r\n", b"\n")
+        events = chunk.split(b"\n\n")
+        self.buf = events.pop()
+        n = 0
+        for ev in events:
+            if _TOKEN_MARK in ev and _USAGE_MARK not in ev:
+                n += 1
+            elif ev == _DONE:
+                self.saw_done = True
+            elif _slow_event(ev, self.rec):
+                n += 1
+        if n:
+            self.times.extend([now] * n)
+            self.live.chunks += n
+
+
+def _slow_event(ev: bytes, rec: RequestRecord) -> bool:
+    """Parse an event the fast path did not recognise; True if it is a token chunk.
+
+    Handles the usage report, error events, SSE comments and servers that
+    write JSON with spaces. Updates ``rec`` in place.
+    """
+    payload = b""
+    for line in ev.split(b"\n"):
+        if line.startswith(b"data:"):
+            payload += line[5:].strip()
+    if not payload or payload == b"[DONE]":
+        return False
+    try:
+        data = json.loads(payload)
+    except ValueError:
+        rec.error_kind = "bad event"
+        rec.error = f"unparseable stream event: {payload[:200]!r}"
+        return False
+    if not isinstance(data, dict):
+        return False
+    usage = data.get("usage")
+    if isinstance(usage, dict):
+        if isinstance(usage.get("completion_tokens"), int):
+            rec.output_tokens = usage["completion_tokens"]
+        if isinstance(usage.get("prompt_tokens"), int):
+            rec.prompt_len = usage["prompt_tokens"]
+    if "error" in data and not data.get("choices"):
+        err = data["error"]
+        rec.error_kind = "error event"
+        rec.error = str(err.get("message", err) if isinstance(err, dict) else err)[:300]
+        return False
+    return bool(data.get("choices"))
 
 
 async def cancel_all(tasks: list[asyncio.Task[Any]]) -> None:

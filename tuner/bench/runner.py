@@ -25,7 +25,7 @@ from typing import Any
 
 import aiohttp
 
-from tuner.bench.client import BenchClient, LiveCounters, RequestRecord, cancel_all
+from tuner.bench.client import BenchClient, LiveCounters, RequestRecord, Transport, cancel_all
 from tuner.bench.metrics import compute_metrics, summarize_failures
 from tuner.bench.progress import ProgressCallback, ProgressReporter
 from tuner.bench.prompts import (
@@ -218,6 +218,7 @@ async def run_benchmark(
     on_progress: ProgressCallback | None = None,
     tokenizer_path: str | None = None,
     metrics_interval_s: float = 1.0,
+    transport: Transport = "lean",
 ) -> BenchResult:
     """Benchmark the OpenAI-compatible server at ``url`` with ``workload``.
 
@@ -229,6 +230,7 @@ async def run_benchmark(
         tokenizer_path: tokenizer.json or model dir for exact random prompts;
             default: the model's root dir if local, else the server's /tokenize.
         metrics_interval_s: Seconds between /metrics scrapes during the run.
+        transport: "lean" (tuner.bench.http) or "aiohttp" for the streams.
 
     Returns:
         The BenchResult (failed requests are counted in it, not raised).
@@ -253,6 +255,7 @@ async def run_benchmark(
         concurrency=workload.concurrency,
         request_timeout_s=workload.request_timeout_s,
         stall_timeout_s=workload.stall_timeout_s,
+        transport=transport,
     ) as client:
         root = None
         if not model:

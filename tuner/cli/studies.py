@@ -307,7 +307,9 @@ def tune_command(
     trials: Annotated[int, typer.Option("--trials", min=1, help="Points to measure in this run.")],
     space_file: Annotated[
         Path | None,
-        typer.Option("--space", help="Search space file (TOML or JSON: \\[params], slo, \\[fixed])."),
+        typer.Option(
+            "--space", help="Search space file (TOML or JSON: \\[params], slo, \\[fixed])."
+        ),
     ] = None,
     param: Annotated[
         list[str] | None,
@@ -387,7 +389,7 @@ def tune_command(
     base = opt.make_config("tune", preset, model, set_items)
     store = opt.open_store("tune", store_path)
     try:
-        with StudyProgress(f"tune {study}", trials, show_log=verbose) as progress:
+        with StudyProgress(f"tune {study}", trials, show_log=verbose, skips_extra=True) as progress:
             runner = make_runner(store, progress, startup_timeout)
             report = _run_async(
                 "tune",

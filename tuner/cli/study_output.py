@@ -24,8 +24,14 @@ if TYPE_CHECKING:
 class StudyProgress:
     """A trial display plus a study bar ``kind k/N ETA``; call it with each trial event."""
 
-    def __init__(self, kind: str, total: int, *, show_log: bool = False) -> None:
+    def __init__(
+        self, kind: str, total: int, *, show_log: bool = False, skips_extra: bool = False
+    ) -> None:
+        """Args: skips_extra: a skipped trial does not count towards ``total`` (search)."""
         from tuner.cli.trial_progress import TrialProgressDisplay
+
+        self._total = total
+        self._skips_extra = skips_extra
 
         self.display: TrialProgressDisplay = TrialProgressDisplay(show_log=show_log)
         self._study = self.display.progress.add_task(
@@ -48,11 +54,10 @@ class StudyProgress:
             trial_id = event.trial.id
             if trial_id not in self._final:
                 self._final.add(trial_id)
+                if self._skips_extra and isinstance(event, TrialSkipped):
+                    self._total += 1
+                    self.display.progress.update(self._study, total=self._total)
                 self.display.progress.advance(self._study)
-
-    def set_total(self, total: int) -> None:
-        """Change the planned trial count (e.g. a search that pruned points)."""
-        self.display.progress.update(self._study, total=total)
 
 
 def jsonable(value: Any) -> Any:

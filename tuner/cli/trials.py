@@ -75,12 +75,18 @@ def run_command(
         seed=seed,
         slo=slo,
     )
+    from tuner.trials.model import validate_objective
+
+    try:
+        validate_objective(objective)
+    except ValueError as exc:
+        raise opt.usage_error("run", str(exc)) from None
     config = opt.make_config("run", preset, model, set_items)
     store = opt.open_store("run", store_path)
     trial = Trial(config=config, workload=workload, study=study, objective=objective)
     try:
         asyncio.run(_run(trial, store, startup_timeout, verbose))
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C, or SIGTERM (cancels the run)
         typer.echo(
             f"tunelab run: interrupted; trial {trial.short_id} is marked {trial.status}", err=True
         )

@@ -85,14 +85,23 @@ def port_in_use(lines: list[str]) -> bool:
     return any("Address already in use" in line or "Errno 98" in line for line in lines)
 
 
-def failure_reason(lines: list[str], returncode: int | None = None) -> str:
-    """The most telling error line of a failed start, in one line a user can act on."""
+def last_error(lines: list[str]) -> str | None:
+    """The last line that names an error (prefixes stripped), or None."""
     cleaned = [strip_prefix(line) for line in lines if line.strip()]
     for text in reversed(cleaned):
         if _NOISE_RE.match(text):
             continue
         if _ERROR_LINE_RE.search(text):
             return text[:500]
+    return None
+
+
+def failure_reason(lines: list[str], returncode: int | None = None) -> str:
+    """The most telling error line of a failed start, in one line a user can act on."""
+    found = last_error(lines)
+    if found:
+        return found
+    cleaned = [strip_prefix(line) for line in lines if line.strip()]
     if returncode is not None and returncode < 0:
         return f"vLLM was killed by signal {-returncode} (no error in its log)"
     if cleaned:

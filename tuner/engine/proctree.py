@@ -18,6 +18,27 @@ from dataclasses import dataclass
 
 import psutil
 
+_PF_EXITING = 0x4  # Linux task flag: the process is being torn down
+
+
+def exiting(pid: int) -> bool:
+    """True once Linux has begun tearing the process down (e.g. after SIGKILL).
+
+    A vLLM worker holding gigabytes of KV cache takes about a second to finish
+    exiting after SIGKILL and psutil reports it running until then; the kernel
+    sets PF_EXITING at once, visible in /proc/PID/stat. Elsewhere: False.
+    """
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return False
+    try:
+        flags = int(stat[stat.rindex(b")") + 2 :].split()[6])
+    except (ValueError, IndexError):
+        return False
+    return bool(flags & _PF_EXITING)
+
 
 @dataclass(frozen=True)
 class ProcRef:
@@ -27,11 +48,21 @@ class ProcRef:
     created: float
 
     def alive(self) -> bool:
+        """Running and not already being torn down (a zombie or an exiting task is dead)."""
         try:
             proc = psutil.Process(self.pid)
-            return proc.create_time() == self.created and proc.status() != psutil.STATUS_ZOMBIE
+            if proc.create_time() != self.created or proc.status() == psutil.STATUS_ZOMBIE:
+                return False
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             return False
+        return not exiting(self.pid)
+
+    def name(self) -> str:
+        """The process name now (vLLM renames its children), for messages only."""
+        try:
+            return psutil.Process(self.pid).name()
+        except psutil.Error:
+            return "process"
 
     def send(self, sig: int) -> None:
         if not self.alive():

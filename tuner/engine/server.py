@@ -232,23 +232,37 @@ class Engine:
                 await asyncio.sleep(0.1)
 
     async def _watch(self) -> None:
-        """After ready: notices an unexpected exit within ~100 ms."""
+        """After ready: notices within ~100 ms that the server or any member of its tree died.
+
+        The members are the processes alive at ready (API server, engine core,
+        workers, vLLM's helpers); they live until shutdown, so one vanishing is
+        a crash even before the API server notices (it takes seconds to exit
+        after its engine core dies). Nothing here goes by process name.
+        """
         assert self._proc is not None
-        last_scan = time.monotonic()
+        members = {
+            m: m.name() for m in proctree.alive(proctree.tree(self._proc.pid, self._proc.pid))
+        }
+        self._known |= set(members)
         while not self._stopping:
             rc = self._proc.poll()
-            if rc is not None:
+            dead = next((m for m in members if not m.alive()), None)
+            if rc is not None or dead is not None:
                 self.returncode = rc
-                await asyncio.to_thread(self._drain_reader, 1.0)
-                self.failure_reason = logscan.failure_reason(list(self._tail), rc)
+                if rc is not None:
+                    await asyncio.to_thread(self._drain_reader, 1.0)
+                    reason = logscan.failure_reason(list(self._tail), rc)
+                else:
+                    assert dead is not None
+                    reason = f"{members[dead]} (pid {dead.pid}) died"
+                    await asyncio.sleep(0.05)  # let a dying process's last words reach the log
+                    logged = logscan.last_error(list(self._tail))
+                    if logged:
+                        reason += f"; engine log: {logged}"
+                self.failure_reason = reason
                 self.exited.set()
-                self._emit(EngineExited(rc, self.failure_reason))
+                self._emit(EngineExited(rc, reason))
                 return
-            if time.monotonic() - last_scan > 2.0:
-                self._known |= proctree.tree(self._proc.pid, self._proc.pid)
-                # A worker that dies takes the server down only after a while;
-                # a vanished member of the tree is already a crash.
-                last_scan = time.monotonic()
             await asyncio.sleep(0.1)
 
     async def _kill(self, graceful: float = 10.0) -> None:

@@ -8,6 +8,7 @@ there the same arguments go to ``python -m vllm.entrypoints.openai.api_server
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from dataclasses import dataclass, field
@@ -24,11 +25,13 @@ Entry = Literal["auto", "serve", "module"]
 _DROP_FROM_PARENT = ("TUNELAB_",)
 
 
+@functools.lru_cache(maxsize=16)
 def resolve_entry(python: str) -> Literal["serve", "module"]:
     """'serve' when the ``vllm`` console script beside ``python`` works, else 'module'.
 
     Decided by ``tuner.introspect.fast_vllm_status``, which reads package
-    metadata and never imports vllm.
+    metadata and never imports vllm, but runs a subprocess (~0.4 s on a busy
+    2-core machine); the answer is kept for the life of the process.
     """
     from tuner.introspect import IntrospectError, fast_vllm_status
 

@@ -24,9 +24,12 @@ region), while pruned trials count as bad outcomes, steering the search away
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import random
 import socket
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -73,6 +76,20 @@ def objectives_for(mode: ObjectiveMode, latency_metric: str = LATENCY_METRIC) ->
     raise SearchError(f"objective must be throughput, latency or pareto, got {mode!r}")
 
 
+def sqlalchemy_url(url: str) -> str:
+    """``postgresql://`` as SQLAlchemy reads it with the driver that is installed.
+
+    SQLAlchemy maps a bare ``postgresql://`` to psycopg2; tunelab's ``postgres``
+    extra installs psycopg 3, so the URL names it when psycopg2 is absent.
+    """
+    import importlib.util
+
+    bare = url.startswith(("postgresql://", "postgres://"))
+    if bare and not importlib.util.find_spec("psycopg2") and importlib.util.find_spec("psycopg"):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
+
+
 def open_storage(url: str) -> optuna.storages.RDBStorage:
     """An RDB storage with heartbeats; SQLite waits for its lock instead of failing.
 
@@ -94,20 +111,31 @@ def open_storage(url: str) -> optuna.storages.RDBStorage:
             f"storage {url!r} is not a database URL; use sqlite:///PATH or "
             "postgresql://USER@HOST/DB"
         )
+    url = sqlalchemy_url(url)
     engine_kwargs: dict[str, Any] = {}
     if url.startswith("sqlite"):
         engine_kwargs = {"connect_args": {"timeout": 60}}
     else:
         engine_kwargs = {"pool_pre_ping": True}
-    try:
-        return optuna.storages.RDBStorage(
-            url,
-            engine_kwargs=engine_kwargs,
-            heartbeat_interval=HEARTBEAT_S,
-            grace_period=GRACE_S,
-        )
-    except (sqlalchemy.exc.ArgumentError, sqlalchemy.exc.OperationalError, ImportError) as exc:
-        raise SearchError(f"cannot open Optuna storage {url}: {exc}") from None
+    # Workers started together race to create the schema of a new database
+    # ("table studies already exists", alembic's version row); the loser
+    # retries and finds it made.
+    for attempt in range(6):
+        try:
+            return optuna.storages.RDBStorage(
+                url,
+                engine_kwargs=engine_kwargs,
+                heartbeat_interval=HEARTBEAT_S,
+                grace_period=GRACE_S,
+            )
+        except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError) as exc:
+            racing = ("already exists", "locked", "UNIQUE constraint", "duplicate key")
+            if attempt == 5 or not any(word in str(exc) for word in racing):
+                raise SearchError(f"cannot open Optuna storage {url}: {exc.orig}") from None
+            time.sleep(0.2 + random.random() * 0.5)
+        except (sqlalchemy.exc.ArgumentError, ImportError) as exc:
+            raise SearchError(f"cannot open Optuna storage {url}: {exc}") from None
+    raise AssertionError("unreachable")
 
 
 def load_study(
@@ -159,6 +187,38 @@ def load_study(
     return study
 
 
+def check_same_setup(
+    study: optuna.Study, base: EngineConfig, workload: Workload, space: Space
+) -> None:
+    """Refuse to resume (or join) a study with another model, workload, space or SLO.
+
+    Values measured under another workload are not comparable, and Optuna
+    would silently rank them together; the first worker records the setup in
+    the study, every later one must match it.
+
+    Raises:
+        SearchError: Naming what differs and how to proceed.
+    """
+    setup = {
+        "model": base.model,
+        "base_config": base.config_id,
+        "workload": workload.to_dict(),
+        "space": space.to_dict(),
+    }
+    stored = study.user_attrs.get("tunelab_setup")
+    if stored is None:
+        study.set_user_attr("tunelab_setup", json.loads(json.dumps(setup, default=str)))
+        return
+    mine = json.loads(json.dumps(setup, default=str))
+    differs = [k for k in mine if stored.get(k) != mine[k]]
+    if differs:
+        raise SearchError(
+            f"study {study.study_name!r} was started with another {', '.join(differs)}; "
+            "resume it with the same options (see `tunelab results --study NAME --json`) "
+            "or start a new --study"
+        )
+
+
 def _owner() -> dict[str, Any]:
     import psutil
 
@@ -166,13 +226,29 @@ def _owner() -> dict[str, Any]:
     return {"host": socket.gethostname(), "pid": os.getpid(), "created": proc.create_time()}
 
 
-def _owner_alive(attrs: dict[str, Any]) -> bool | None:
-    """True/False for an owner on this host; None for another host (heartbeat decides)."""
+def _owner_alive(frozen: Any) -> bool | None:
+    """Whether the worker running ``frozen`` lives: True/False when it can tell, None when not.
+
+    The owner (host, pid, process start time) is one user attr, written in one
+    call right after ``ask``. A trial of this host whose owner process is gone
+    is dead. Without the attr the worker may be between ``ask`` and writing it
+    — alive unless that was longer than the grace period ago. Another host's
+    worker cannot be checked here: its heartbeat decides (None).
+    """
+    import datetime
+
     import psutil
 
-    if attrs.get("owner_host") != socket.gethostname():
+    owner = frozen.user_attrs.get("owner")
+    if not isinstance(owner, dict):
+        started = frozen.datetime_start
+        if started is None:
+            return None
+        age = datetime.datetime.now() - started
+        return None if age.total_seconds() < GRACE_S else False
+    if owner.get("host") != socket.gethostname():
         return None
-    pid, created = attrs.get("owner_pid"), attrs.get("owner_created")
+    pid, created = owner.get("pid"), owner.get("created")
     if not isinstance(pid, int):
         return False
     try:
@@ -201,7 +277,7 @@ def recover_study(study: optuna.Study, store: Any = None) -> list[int]:
     storage = study._storage
     marked: list[int] = []
     for frozen in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        if _owner_alive(frozen.user_attrs) is not False:
+        if _owner_alive(frozen) is not False:
             continue
         with contextlib.suppress(Exception):
             storage.set_trial_user_attr(frozen._trial_id, "interrupted", True)
@@ -328,9 +404,10 @@ async def run_search(
     url = storage or default_storage()
     objectives = objectives_for(mode, latency_metric)
     opt = load_study(study, url, objectives, seed=seed)
+    base = base.with_values({k: v for k, v in space.fixed.items() if k not in WORKLOAD_KEYS})
+    check_same_setup(opt, base, workload, space)
     recovered = recover_study(opt, runner.store)
     owner = _owner()
-    base = base.with_values({k: v for k, v in space.fixed.items() if k not in WORKLOAD_KEYS})
     report = SearchReport(
         study=study,
         storage=url,
@@ -345,9 +422,7 @@ async def run_search(
     while report.measured + report.failed < n_trials and asked < 3 * n_trials + 10:
         asked += 1
         ot = opt.ask()
-        ot.set_user_attr("owner_host", owner["host"])
-        ot.set_user_attr("owner_pid", owner["pid"])
-        ot.set_user_attr("owner_created", owner["created"])
+        ot.set_user_attr("owner", owner)
         values = {p.key: suggest(ot, p) for p in space.params}
         knobs = {k: v for k, v in values.items() if k not in WORKLOAD_KEYS}
         load = {k: v for k, v in {**space.fixed, **values}.items() if k in WORKLOAD_KEYS}

@@ -1,9 +1,10 @@
 """Sweeps: vary one knob with the rest fixed, or descend over several knobs in turn.
 
-The reference guides tune one knob at a time on a fixed workload (e.g.
-vllm-v1-optimization-rocm7.txt §max-num-batched-tokens: "start from the
-default and sweep"); a sweep does exactly that and records every point as a
-trial of one study. Coordinate descent repeats it knob by knob, keeping the
+The reference guides tune one knob at a time on a fixed workload
+(000_cadfc2653427814e.txt §Throughput benchmarking, "Profiling checklist":
+"Fix your prompt distribution (ISL/OSL) and vary one knob at a time ...
+Sweep --max-num-batched-tokens"); a sweep does exactly that and records
+every point as a trial of one study. Coordinate descent repeats it knob by knob, keeping the
 best value of each (among points that meet the SLO) before moving on; points
 already measured are reused, not re-run. A value the rules reject becomes a
 skipped trial without an engine start (the trial runner checks the rules).
@@ -118,6 +119,12 @@ def _apply(
     return config.with_values(knobs), replace(workload, **load)
 
 
+def _identity(config: EngineConfig, workload: Workload) -> str:
+    import json
+
+    return config.config_id + json.dumps(workload.to_dict(), sort_keys=True)
+
+
 def _better(a: float, b: float, direction: Direction) -> bool:
     return a > b if direction is Direction.HIGHER else a < b
 
@@ -167,10 +174,14 @@ async def run_sweep(
         fresh: list[SweepPoint] = []
         for value in values:
             at = {**current, param.key: value}
-            key = repr(sorted(at.items(), key=lambda kv: kv[0]))
+            # Identity is what really runs (config + workload), so a point that a
+            # later step reaches again (e.g. the base's own concurrency) is reused.
+            key = _identity(*_apply(base, workload, at))
             if key in measured:
-                point = measured[key]
-                points.append(SweepPoint(param.key, value, at, point.trials, point.met_slo))
+                seen = measured[key]
+                alias = SweepPoint(param.key, value, at, seen.trials, seen.met_slo)
+                measured[key] = alias  # the latest, most specific description
+                points.append(alias)
                 continue
             point = SweepPoint(param.key, value, at)
             measured[key] = point

@@ -11,6 +11,7 @@ without importing the benchmark or telemetry code.
 from __future__ import annotations
 
 import math
+import re
 import time
 import uuid
 from dataclasses import dataclass, field, fields
@@ -58,6 +59,33 @@ class TrialStatus(StrEnum):
 def new_trial_id() -> str:
     """A short random id (12 hex digits): unique enough per store, short enough to type."""
     return uuid.uuid4().hex[:12]
+
+
+# Keys a trial can be ranked by: the benchmark's totals and latency statistics
+# (vLLM bench names), and the telemetry window's energy figures.
+OBJECTIVE_KEYS = (
+    "output_throughput",
+    "request_throughput",
+    "total_token_throughput",
+    "request_goodput",
+    "max_output_tokens_per_s",
+    "tokens_per_joule",
+)
+_LATENCY_RE = re.compile(r"^(mean|median|std|p\d+(\.\d+)?)_(ttft|tpot|itl|e2el)_ms$")
+
+
+def validate_objective(name: str) -> str:
+    """Returns ``name`` if trials can be ranked by it.
+
+    Raises:
+        ValueError: For an unknown key; the message lists the valid ones.
+    """
+    if name in OBJECTIVE_KEYS or _LATENCY_RE.match(name):
+        return name
+    raise ValueError(
+        f"unknown objective {name!r}; use one of {', '.join(OBJECTIVE_KEYS)} or a latency "
+        "statistic such as p99_ttft_ms, median_itl_ms, mean_e2el_ms (lower is better)"
+    )
 
 
 def objective_minimised(name: str) -> bool:

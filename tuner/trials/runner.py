@@ -5,10 +5,10 @@ that share one config on ONE engine (a concurrency sweep needs no restart).
 Rules with errors skip a trial before any engine starts. Each state change is
 committed to the store as it happens, so a kill at any point leaves a
 truthful row. During the measured run the benchmark is raced against the
-engine dying: the engine's own ``exited`` event (the server process ended)
-and a watch on its long-lived members (``VLLM::EngineCore``, workers), which
-vLLM's API server notices only seconds later. A crash marks the trial failed
-within a few hundred milliseconds, with the reason.
+engine dying: the engine's ``exited`` event fires within ~100 ms of any
+process of its tree dying (vLLM's API server itself notices an engine-core
+death only seconds later). A crash marks the trial failed at once, with the
+reason.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from tuner.engine.spec import resolve_entry
 from tuner.trials.context import RunContext, check_trial, resolve_context
 from tuner.trials.events import (
     TrialBackend,
@@ -42,7 +43,10 @@ if TYPE_CHECKING:
     from tuner.engine.events import EngineEvent
     from tuner.telemetry.sampler import Sampler
 
-WATCH_PERIOD_S = 0.1
+
+# A run in which more than this share of requests failed is a failed trial:
+# its surviving requests saw less load and would rank the broken config first.
+MAX_FAILED_FRACTION = 0.05
 
 
 class _Session:
@@ -62,7 +66,6 @@ class _Session:
         self.current: Trial | None = None
         self.group: list[Trial] = []
         self.engine: Engine | None = None
-        self.watched: list[tuple[Any, str]] = []
 
     # -- events ------------------------------------------------------------------
     def emit(self, event: TrialEvent) -> None:
@@ -92,41 +95,18 @@ class _Session:
             )
 
     # -- crash watch -------------------------------------------------------------
-    def members(self) -> list[tuple[Any, str]]:
-        """Long-lived engine processes to watch: the root and vLLM's renamed core/workers."""
-        import psutil
-
-        from tuner.engine import proctree
-
+    def dead_member(self) -> str | None:
+        """Why the engine died (the engine notices any member of its tree dying), else None."""
         assert self.engine is not None
-        out = []
-        for pid in sorted(self.engine.tree_pids()):
-            try:
-                name = psutil.Process(pid).name()
-            except psutil.Error:
-                continue
-            if pid == self.engine.pid or name.startswith("VLLM"):
-                ref = proctree.ref(pid)
-                if ref is not None:
-                    out.append((ref, name))
-        return out
+        if self.engine.exited.is_set():
+            return self.engine.failure_reason or "the server exited"
+        return None
 
-    async def watch_crash(self, members: list[tuple[Any, str]]) -> str:
-        """Returns the reason as soon as the engine or a watched member dies."""
+    async def watch_crash(self) -> str:
+        """Returns the reason as soon as the engine reports a dead process (~100 ms)."""
         assert self.engine is not None
-        exited = asyncio.ensure_future(self.engine.exited.wait())
-        try:
-            while True:
-                if exited.done():
-                    return (
-                        f"the engine exited during the measured run: {self.engine.failure_reason}"
-                    )
-                for ref, name in members:
-                    if not ref.alive():
-                        return f"the engine crashed during the measured run: {name} (pid {ref.pid}) died"
-                await asyncio.wait({exited}, timeout=WATCH_PERIOD_S)
-        finally:
-            exited.cancel()
+        await self.engine.exited.wait()
+        return f"the engine crashed during the measured run: {self.dead_member()}"
 
     # -- one measurement -----------------------------------------------------------
     async def measure(self, trial: Trial, model: str) -> None:
@@ -156,7 +136,7 @@ class _Session:
         bench = asyncio.ensure_future(
             run_benchmark(self.engine.url, model, wl, on_progress=progress)
         )
-        crash = asyncio.ensure_future(self.watch_crash(self.watched))
+        crash = asyncio.ensure_future(self.watch_crash())
         try:
             await asyncio.wait({bench, crash}, return_when=asyncio.FIRST_COMPLETED)
         except BaseException:
@@ -164,40 +144,87 @@ class _Session:
             crash.cancel()
             raise
         if crash.done() and not bench.done():
-            bench.cancel()
-            with contextlib.suppress(BaseException):
-                await bench
+            # Commit the failure first; winding the benchmark down may take a moment.
             reason = crash.result()
             trial.timings["bench_s"] = time.monotonic() - t_start
             self.fail(trial, reason)
+            bench.cancel()
+            with contextlib.suppress(BaseException):
+                await bench
             raise _EngineCrashed(reason)
         crash.cancel()
         with contextlib.suppress(BaseException):
             await crash
-        t_end = time.monotonic()
-        trial.timings["bench_s"] = t_end - t_start
+        trial.timings["bench_s"] = time.monotonic() - t_start
+        # Requests to a dying server fail fast, so the benchmark can end before
+        # the watch ticks: a dead engine fails the trial, whatever the numbers say.
+        dead = self.dead_member()
+        if dead is not None:
+            reason = f"the engine crashed during the measured run: {dead}"
+            self.fail(trial, reason)
+            raise _EngineCrashed(reason)
         try:
             result = bench.result()
-        except (
-            Exception
-        ) as exc:  # BenchError, WorkloadError, client bugs: the trial fails, the run goes on
+        except Exception as exc:
             self.fail(trial, f"the benchmark failed: {type(exc).__name__}: {exc}")
             return
         data = result.to_dict()
-        telemetry = self.telemetry(marks.get("t0"), data.get("total_output_tokens"))
-        self.store.save_result(
-            trial, data, server=data.get("tunelab", {}).get("server"), telemetry=telemetry
+        completed = int(data.get("completed") or 0)
+        failed = int(data.get("failed") or 0)
+        tl = data["tunelab"]
+        examples = (
+            "; ".join(
+                f"{tl['failures'].get(kind, 0)} x {kind}: {text}"
+                for kind, text in list(tl["failure_examples"].items())[:3]
+            )
+            or "no detail"
         )
+        if completed == 0:
+            self.fail(trial, f"every request failed ({examples}); nothing was measured")
+            return
+        telemetry = await self.telemetry(marks.get("t0"), data.get("total_output_tokens"))
+        server = data.get("tunelab", {}).get("server")
+        if failed > MAX_FAILED_FRACTION * (completed + failed):
+            # Kept for diagnosis, but a failed trial is never ranked.
+            why = (
+                f"{failed} of {completed + failed} requests failed ({examples}); above "
+                f"{MAX_FAILED_FRACTION:.0%} failed the figures of the rest are not comparable "
+                "(fast refusals make the survivors look better)"
+            )
+            self.store.update_status(
+                trial,
+                TrialStatus.FAILED,
+                failure_reason=why,
+                results=data,
+                server=server,
+                telemetry=telemetry,
+            )
+            self.emit(TrialFailed(trial, why))
+            return
+        self.store.save_result(trial, data, server=server, telemetry=telemetry)
         self.emit(TrialDone(trial))
 
-    def telemetry(self, t0: float | None, tokens: Any) -> dict[str, Any] | None:
-        """The GPU window over the measured run, restricted to this engine's GPUs."""
+    async def telemetry(self, t0: float | None, tokens: Any) -> dict[str, Any] | None:
+        """The GPU window over the measured run, restricted to this engine's GPUs.
+
+        Energy is integrated between samples, so the window is closed only once
+        the sampler has a sample after its end (at most ~2 periods of waiting);
+        without one, coverage stays below 1 and tokens per joule is left None
+        rather than guessed. The sampler's ring buffer must span the run
+        (``history`` >= run seconds x rate) for the start to be covered.
+        """
         sampler = self.sampler
         if sampler is None or t0 is None:
             return None
         from tuner.telemetry.sampler import WindowSummary
 
-        window = sampler.window(t0, sampler.now())
+        t1 = sampler.now()
+        deadline = time.monotonic() + 2.0 / sampler.rate_hz + sampler.read_timeout
+        while (
+            sampler.running and (sampler.latest_time or -1.0) < t1 and time.monotonic() < deadline
+        ):
+            await asyncio.sleep(0.01)
+        window = sampler.window(t0, t1)
         if self.gpu_indices is not None:
             window = WindowSummary(
                 window.t0, window.t1, tuple(g for g in window.gpus if g.index in self.gpu_indices)
@@ -215,15 +242,11 @@ class _EngineCrashed(Exception):
     """The engine died during a measured run (the trial is already marked failed)."""
 
 
-def _gpu_names(
-    sampler: Sampler | None, indices: list[int] | None, info_name: str | None
-) -> list[str]:
-    if sampler is not None:
-        snaps = sampler.latest() or sampler.sample_now()
-        names = [s.name for s in snaps if s.name and (indices is None or s.index in indices)]
-        if names:
-            return names
-    return [info_name] if info_name else []
+def _gpu_names(sampler: Sampler | None, indices: list[int] | None) -> list[str]:
+    """Names of the GPUs the engine sees, from the sampler's latest snapshots (empty without GPUs)."""
+    if sampler is None:
+        return []
+    return [s.name for s in sampler.latest() if s.name and (indices is None or s.index in indices)]
 
 
 async def run_workloads(
@@ -257,7 +280,9 @@ async def run_workloads(
         engine_cwd: Working directory of the engine process.
 
     Returns:
-        The trials, each done, failed or skipped (never left active).
+        The trials, each done, failed or skipped (never left active). Their
+        ``timings`` hold rules_s and bench_s per trial; start_s, stop_s and
+        total_s are the shared engine's (for one trial: its own).
 
     Raises:
         ValueError: When the trials do not share one config.
@@ -310,16 +335,18 @@ async def run_workloads(
 
     first = runnable[0]
     log_path = paths.trials_dir() / first.id / "engine.log"
+    entry = "auto" if engine_command else await asyncio.to_thread(resolve_entry, python)
     spec = EngineSpec(
         config=config,
         log_path=log_path,
         python=python,
+        entry=entry,  # type: ignore[arg-type]
         startup_timeout=startup_timeout,
         extra_env=dict(extra_env or {}),
         command=engine_command,
         cwd=Path(engine_cwd) if engine_cwd else None,
     )
-    gpu_names = _gpu_names(sampler, gpu_indices, None)
+    gpu_names = _gpu_names(sampler, gpu_indices)
     slot = (extra_env or {}).get("CUDA_VISIBLE_DEVICES")
     for trial in runnable:
         store.update_status(
@@ -357,7 +384,6 @@ async def run_workloads(
             trial.timings["start_s"] = start_s
             store.save(trial)
         model = engine.served_model
-        session.watched = session.members()
         while pending:
             trial = pending[0]
             try:

@@ -1,0 +1,195 @@
+"""The TUI's idle CPU use with 8 GPUs sampled at 2 Hz, and its time to first paint.
+
+The app runs for real in a pseudo-terminal (a child process, its output read
+and discarded by this one, as a terminal emulator would), with the GPU panel
+fed by the amdsmi backend over the FAKE amdsmi module of ``tests/fakes`` (8
+MI355X GPUs; no GPU exists here) at 2 Hz, its numbers made to move on every
+read so the panel really repaints, and a recorded introspection answer.
+Measured:
+
+* time to first paint: from starting the child to the first frame on the
+  terminal that shows the status bar (the node name), with the CPU time the
+  child had used by then (the figure that does not depend on other load);
+* idle CPU: the child's CPU time (all its threads: event loop, sampler, GPU
+  readers) over a window after warm-up, as a share of one core.
+
+Goals (issue 8): idle under 2 % of one core, first paint under 1 s.
+
+Run: ``.venv/bin/python benchmarks/tui_idle.py [--seconds 20] [--gpus 8]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import os
+import pty
+import select
+import signal
+import struct
+import sys
+import tempfile
+import termios
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+NODE = "bench-node"
+
+
+class Moving:
+    """Wraps the fake backend so every read differs (a real busy GPU's numbers move each tick).
+
+    The fake amdsmi module answers the same values every call, which would let
+    the panel skip its repaints and flatter the figure.
+    """
+
+    def __init__(self, backend: object) -> None:
+        self.backend = backend
+        self.calls = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.backend, name)
+
+    def snapshot(self, index: int) -> object:
+        import dataclasses
+
+        snap = self.backend.snapshot(index)  # type: ignore[attr-defined]
+        self.calls += 1
+        if snap.error:
+            return snap
+        wiggle = (self.calls * 37 + index * 11) % 100
+        return dataclasses.replace(
+            snap,
+            gfx_activity=float(wiggle),
+            power_w=None if snap.power_w is None else snap.power_w - wiggle,
+            temp_hotspot=None if snap.temp_hotspot is None else snap.temp_hotspot + wiggle % 7,
+        )
+
+
+def child(rate_hz: float, gpus: int) -> None:
+    """The app, as a user would run it, with the fake GPU backend."""
+    sys.path.insert(0, str(REPO))
+    from tests.support.tui_harness import fake_amd_backend, recorded_vllm_info
+    from tui.app import TunelabApp
+    from tui.services import Services
+
+    def backend() -> object:
+        if gpus == 0:
+            from tests.support.tui_harness import no_gpu_backend
+
+            return no_gpu_backend()
+        b = fake_amd_backend("mi355x")
+        assert b.count() == gpus, f"the fake node has {b.count()} GPUs"
+        return Moving(b)
+
+    services = Services(
+        node=NODE, introspect=recorded_vllm_info, telemetry=backend, telemetry_rate_hz=rate_hz
+    )
+    TunelabApp(model="tunelab:demo", services=services).run()
+
+
+def read_for(fd: int, seconds: float, until: bytes | None = None) -> tuple[bytes, float | None]:
+    """Drain the pty for ``seconds``; returns what was read and when ``until`` first appeared."""
+    buf = b""
+    seen_at = None
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        ready, _, _ = select.select([fd], [], [], 0.05)
+        if not ready:
+            continue
+        try:
+            data = os.read(fd, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        if until is not None and seen_at is None:
+            buf = (buf + data)[-200000:]
+            if until in buf:
+                seen_at = time.monotonic()
+                if seconds == float("inf"):
+                    return buf, seen_at
+    return buf, seen_at
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=20.0, help="idle window measured")
+    parser.add_argument("--warmup", type=float, default=5.0, help="seconds before measuring")
+    parser.add_argument("--rate", type=float, default=2.0, help="telemetry rate (Hz)")
+    parser.add_argument(
+        "--gpus", type=int, default=8, help="8 (the fake node), or 0: no GPU, for comparison"
+    )
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.rate, args.gpus)
+        return 0
+
+    import psutil
+
+    home = tempfile.mkdtemp(prefix="tunelab-bench-")
+    # A user's second start finds the demo model in the cache; build it first so the
+    # figure is the app's own start, not the one-off model generation.
+    os.environ["TUNELAB_HOME"] = home
+    sys.path.insert(0, str(REPO))
+    from tuner.demo_model import ensure_demo_model
+
+    ensure_demo_model()
+    env = dict(os.environ, TUNELAB_HOME=home, TERM="xterm-256color", COLUMNS="160", LINES="48")
+    t0 = time.monotonic()
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: become the app
+        os.execve(
+            sys.executable,
+            [
+                sys.executable,
+                __file__,
+                "--child",
+                "--rate",
+                str(args.rate),
+                "--gpus",
+                str(args.gpus),
+            ],
+            env,
+        )
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 48, 160, 0, 0))
+    _, painted = read_for(fd, 30.0, until=NODE.encode())
+    if painted is None:
+        print("the app did not paint its status bar within 30 s", file=sys.stderr)
+        os.kill(pid, signal.SIGKILL)
+        return 1
+    first_paint = painted - t0
+    proc = psutil.Process(pid)
+    paint_cpu = sum(proc.cpu_times()[:2])
+    read_for(fd, args.warmup)
+    cpu0 = proc.cpu_times()
+    w0 = time.monotonic()
+    read_for(fd, args.seconds)
+    cpu1 = proc.cpu_times()
+    wall = time.monotonic() - w0
+    used = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
+    threads = proc.num_threads()
+    os.write(fd, b"q")
+    read_for(fd, 3.0)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
+    share = used / wall * 100
+    print(
+        f"time to first paint: {first_paint:.2f} s (goal < 1 s) — includes Python and Textual start-up"
+    )
+    print(
+        f"  CPU used by then, all the app's threads: {paint_cpu:.2f} s "
+        f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
+    )
+    print(
+        f"idle CPU, {args.gpus} fake GPUs at {args.rate:g} Hz: {share:.2f} % of one core "
+        f"({used:.2f} s CPU over {wall:.1f} s; {threads} threads) (goal < 2 %)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

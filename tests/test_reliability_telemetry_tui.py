@@ -1,0 +1,83 @@
+"""One GPU's telemetry throws or hangs: that GPU shows an error/N/A, the others and the UI go on.
+
+``tests/test_telemetry_sampler.py`` proves the sampler isolates a bad GPU;
+this checks the whole path a user sees: the real TUI on the amdsmi backend
+over the FAKE amdsmi module (``tests/fakes``, the library boundary that
+cannot exist without a GPU), where GPU 5 answers every call with DRM_ERROR
+(as recorded) and GPU 3's driver calls block forever once the app runs. The
+app must keep refreshing the healthy GPUs, keep answering keys, and quit
+promptly even though a driver thread is stuck.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import replace
+from typing import Any
+
+from tests.support.tui_harness import services, wait_for
+from tui.app import TunelabApp
+from tui.widgets.gpu_panel import GpuCell
+
+
+def _hanging_backend(gate: threading.Event, holder: dict[str, Any]) -> Any:
+    from tests.fakes import fake_amdsmi
+    from tuner.telemetry.amd import AmdSmiBackend
+
+    module = fake_amdsmi.make_module("mi355x")
+    backend = AmdSmiBackend(module)
+    backend.open()
+    module.hang[3] = gate  # from now on, every call for GPU 3 blocks in the "driver"
+    holder["module"] = module
+    return backend
+
+
+def _cell_text(app: TunelabApp, index: int) -> str:
+    return str(app.main.query_one(f"#gpu-{index}", GpuCell).render())
+
+
+async def test_one_hung_and_one_failing_gpu_leave_the_rest_and_the_ui_working() -> None:
+    gate = threading.Event()
+    holder: dict[str, Any] = {}
+    svc = replace(
+        services(gpus=True, rate_hz=5.0), telemetry=lambda: _hanging_backend(gate, holder)
+    )
+    app = TunelabApp(services=svc)
+    try:
+        async with app.run_test(size=(160, 48)) as pilot:
+            await wait_for(pilot, lambda: app.sampler is not None, what="the sampler")
+            await wait_for(pilot, lambda: len(app.main.query(GpuCell)) == 8, what="8 GPU cells")
+            await wait_for(
+                pilot,
+                lambda: "%" in _cell_text(app, 0) and "error" in _cell_text(app, 3),
+                what="GPU 0 with values and GPU 3 as an error",
+            )
+            # Healthy GPUs keep being refreshed while GPU 3 is stuck in its driver call.
+            t_first = app.sampler.latest_time
+            calls_before = sum(1 for _, i in holder["module"].calls if i == 0)
+            await pilot.pause(1.0)
+            assert app.sampler.latest_time > t_first
+            assert sum(1 for _, i in holder["module"].calls if i == 0) > calls_before
+            snaps = {s.index: s for s in app.sampler.latest()}
+            assert (
+                snaps[3].error and "timed out" in snaps[3].error and snaps[3].gfx_activity is None
+            )
+            assert snaps[5].error and snaps[5].power_w is None
+            for healthy in (0, 1, 2, 4, 6, 7):
+                assert not snaps[healthy].error, (healthy, snaps[healthy].error)
+                assert "error" not in _cell_text(app, healthy)
+            for broken in (3, 5):
+                assert "error" in _cell_text(app, broken) or "N/A" in _cell_text(app, broken)
+            # The UI answers a key at once (theme switch) while the driver call is stuck.
+            dark = app.current_theme.dark
+            await pilot.press("d")
+            await pilot.pause(0.1)
+            assert app.current_theme.dark != dark
+            # And quits promptly: a stuck driver thread must not hold the exit.
+            t0 = time.monotonic()
+            await pilot.press("q")
+            await wait_for(pilot, lambda: not app.is_running, timeout=10, what="the app to exit")
+            assert time.monotonic() - t0 < 5.0
+    finally:
+        gate.set()  # release the stuck "driver" thread

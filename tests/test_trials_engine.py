@@ -1,0 +1,207 @@
+"""Trials on the real vLLM CPU engine: end to end, a crash mid-benchmark, and a killed tunelab.
+
+Each test starts its own engine (about a minute on 2 cores); run them under
+``flock /tmp/tunelab-engine.lock`` so only one engine starts at a time.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tuner.bench.workload import Workload
+from tuner.config import EngineConfig
+from tuner.cpu_demo import DEMO_ENGINE_ARGS
+from tuner.engine import proctree
+from tuner.trials.events import TrialBackend, TrialDone, TrialFailed, TrialProgress, TrialStage
+from tuner.trials.model import Trial, TrialStatus
+from tuner.trials.runner import run_trial
+from tuner.trials.store import TrialStore
+
+pytestmark = pytest.mark.engine
+REPO = Path(__file__).resolve().parents[1]
+
+
+def alive(pids: set[int]) -> set[int]:
+    out = set()
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                out.add(pid)
+        except psutil.NoSuchProcess:
+            continue
+    return out
+
+
+def wait_gone(pids: set[int], seconds: float) -> set[int]:
+    deadline = time.monotonic() + seconds
+    while alive(pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return alive(pids)
+
+
+def demo(model: Path) -> EngineConfig:
+    return EngineConfig(model=str(model), engine=dict(DEMO_ENGINE_ARGS))
+
+
+async def test_one_trial_end_to_end_on_the_cpu_engine(
+    demo_model_path: Path, tunelab_home: Path
+) -> None:
+    store = TrialStore()
+    events: list[object] = []
+    pids: set[int] = set()
+
+    def on_event(event: object) -> None:
+        events.append(event)
+        if isinstance(event, TrialStage) and event.stage == "measuring":
+            root = store.get(trial.id).engine_pid
+            assert root is not None
+            pids.update(r.pid for r in proctree.tree(root, root))
+
+    trial = Trial(
+        demo(demo_model_path),
+        Workload(input_len=64, output_len=32, num_prompts=16, concurrency=4, warmup_requests=2),
+        study="e2e",
+    )
+    out = await run_trial(trial, store, on_event=on_event)
+    assert out.status is TrialStatus.DONE, out.failure_reason
+    stored = store.get(out.id)
+    assert (
+        stored.results is not None
+        and stored.results["completed"] == 16
+        and stored.results["failed"] == 0
+    )
+    assert stored.results["total_output_tokens"] == 16 * 32
+    assert stored.objective_value and stored.objective_value > 0
+    assert stored.backend_actual == "CPU_ATTN" and stored.backend_requested is None
+    assert stored.vllm_version == "0.32.0" and stored.platform == "cpu"
+    assert stored.startup_seconds and stored.startup_seconds > 1
+    assert stored.server is not None
+    assert stored.findings == out.findings and not any(
+        f["severity"] == "error" for f in stored.findings
+    )
+    log = Path(stored.log_path or "")
+    assert log.is_file() and log.parent.parent == tunelab_home / "data" / "trials"
+    assert "api_server" in log.read_text()
+    assert any(isinstance(e, TrialBackend) and e.actual == "CPU_ATTN" for e in events)
+    assert sum(isinstance(e, TrialDone) for e in events) == 1
+    assert any(isinstance(e, TrialProgress) for e in events)
+    assert len(pids) >= 3, f"expected API server + engine core + worker, saw {pids}"
+    assert not wait_gone(pids, 5), f"engine processes left behind: {alive(pids)}"
+    overhead = (
+        out.timings["total_s"]
+        - out.startup_seconds
+        - out.timings["bench_s"]
+        - out.timings["stop_s"]
+    )
+    assert overhead < 30, out.timings  # sanity only; benchmarks/trial_overhead.py measures it
+
+
+async def test_engine_crash_mid_benchmark_fails_the_trial_fast(demo_model_path: Path) -> None:
+    store = TrialStore()
+    marks: dict[str, float] = {}
+    tree: set[int] = set()
+
+    def on_event(event: object) -> None:
+        if isinstance(event, TrialProgress) and "kill" not in marks and event.progress.done >= 1:
+            root = store.get(trial.id).engine_pid
+            assert root is not None
+            tree.update(r.pid for r in proctree.tree(root, root))
+            core = [p for p in tree if psutil.Process(p).name() == "VLLM::EngineCore"]
+            assert core, f"no VLLM::EngineCore in {tree}"
+            os.kill(core[0], signal.SIGKILL)
+            marks["kill"] = time.monotonic()
+        elif isinstance(event, TrialFailed):
+            marks["failed"] = time.monotonic()
+
+    # ~16k output tokens: several seconds of measured run, so the kill lands mid-run.
+    trial = Trial(
+        demo(demo_model_path), Workload(input_len=32, output_len=256, num_prompts=64, concurrency=4)
+    )
+    out = await run_trial(trial, store, on_event=on_event)
+    assert "kill" in marks, "the benchmark never reported progress"
+    assert out.status is TrialStatus.FAILED
+    delay = marks["failed"] - marks["kill"]
+    assert delay < 1.0, f"crash noticed after {delay:.2f} s"
+    assert "VLLM::EngineCore" in (out.failure_reason or "") and "measured run" in (
+        out.failure_reason or ""
+    )
+    assert store.get(out.id).status is TrialStatus.FAILED
+    assert not wait_gone(tree, 5), f"engine processes left behind: {alive(tree)}"
+
+
+def test_sigkill_of_tunelab_run_leaves_no_engine_and_recovers(
+    demo_model_path: Path, tunelab_home: Path
+) -> None:
+    env = {**os.environ, "TUNELAB_HOME": str(tunelab_home)}
+    tunelab = Path(sys.executable).with_name("tunelab")  # the console script itself
+    cmd = [
+        str(tunelab),
+        "run",
+        "--model",
+        "tunelab:demo",
+        "--num-prompts",
+        "400",
+        "--output-len",
+        "256",
+        "--concurrency",
+        "2",
+        "--study",
+        "killed",
+    ]
+    runner = subprocess.Popen(
+        cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    tree: set[int] = set()
+    try:
+        store = TrialStore(tunelab_home / "data" / "tunelab.db")
+        deadline = time.monotonic() + 400
+        trial = None
+        while time.monotonic() < deadline and runner.poll() is None:
+            trials = store.list("killed")
+            if trials and trials[0].status is TrialStatus.MEASURING:
+                trial = trials[0]
+                break
+            time.sleep(0.5)
+        assert trial is not None, (
+            f"tunelab run never reached measuring: {runner.stderr.read().decode()[-2000:]}"
+        )  # type: ignore[union-attr]
+        time.sleep(1.0)  # well inside the measured run
+        root = trial.engine_pid
+        assert root is not None
+        tree = {r.pid for r in proctree.tree(root, root)}
+        assert len(alive(tree)) >= 3
+        os.kill(runner.pid, signal.SIGKILL)
+        runner.wait(10)
+        assert not wait_gone(tree, 20), f"orphaned engine processes: {alive(tree)}"
+        reopened = TrialStore(tunelab_home / "data" / "tunelab.db")
+        assert (
+            reopened.get(trial.id).status is TrialStatus.MEASURING
+        )  # as the killed process left it
+        recovered = reopened.recover()
+        assert [t.id for t in recovered] == [trial.id]
+        back = reopened.get(trial.id)
+        assert back.status is TrialStatus.INTERRUPTED and "measuring" in (back.failure_reason or "")
+        # The CLI shows it too (and recovering again changes nothing).
+        shown = subprocess.run(
+            [str(tunelab), "results", "--study", "killed", "--json"],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert shown.returncode == 0, shown.stderr
+        assert '"status": "interrupted"' in shown.stdout
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+        for pid in alive(tree):
+            os.kill(pid, signal.SIGKILL)

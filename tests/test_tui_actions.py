@@ -1,0 +1,174 @@
+"""Pilot tests of the TUI's other actions: Stop, Sweep, the palette, themes, presets, models.
+
+Runs use the ENGINE DOUBLE (``tests/support/study_engine_double.py``), whose
+``DOUBLE_START_LOG`` records each engine's pid, so Stop can be checked
+against the real process table.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from textual.message import Message
+from textual.widgets import Input, OptionList
+
+from tests.support.tui_harness import REPO, services, settle, wait_for
+from tui.app import TunelabApp
+from tui.commands import ACTIONS, TunelabCommands
+from tui.messages import JobFinished, RunEvent
+from tui.screens.model_picker import ModelPicker
+from tui.screens.sweep import SweepDialog
+from tui.widgets.knob_panel import KnobPanel
+from tui.widgets.status_bar import StatusBar
+
+
+def _finished(seen: list[Message]) -> list[JobFinished]:
+    return [m for m in seen if isinstance(m, JobFinished)]
+
+
+async def test_stop_kills_the_engine_and_marks_the_trial(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "starts.jsonl"
+    monkeypatch.setenv("DOUBLE_START_LOG", str(log))
+    seen: list[Message] = []
+    app = TunelabApp(services=services())
+    async with app.run_test(size=(80, 24), message_hook=seen.append) as pilot:
+        await settle(pilot)
+        for name, text in {"output_len": "400", "num_prompts": "400", "concurrency": "1"}.items():
+            app.main.query_one(f"#wl-{name}", Input).value = text
+        await pilot.pause()
+        await pilot.press("r")
+        await wait_for(pilot, lambda: app.main.query_one(StatusBar).engine_state == "measuring", 30)
+        pid = json.loads(log.read_text().splitlines()[0])["pid"]
+        assert psutil.pid_exists(pid)
+        # Editing goes on while the engine measures; the running trial keeps its own config.
+        app.main.query_one(KnobPanel).row("max-num-seqs").control.value = "16"  # type: ignore[union-attr]
+        await pilot.pause()
+        assert app.session.config.engine["max-num-seqs"] == 16
+        assert app.main.query_one(StatusBar).engine_state == "measuring"
+        await pilot.press("s")
+        await wait_for(pilot, lambda: bool(_finished(seen)), 30, "the stop")
+        done = _finished(seen)[-1]
+        assert not done.ok and "stopped" in done.summary
+        assert app.main.query_one(StatusBar).engine_state == "idle"
+        assert not app.jobs.active
+    deadline = time.monotonic() + 5
+    while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, f"engine double {pid} still alive after Stop"
+        time.sleep(0.1)
+    from tuner.trials.store import TrialStore
+
+    with TrialStore() as store:
+        stopped = store.list(study="tui")[-1]
+    assert str(stopped.status) == "interrupted"
+    assert stopped.config.engine["max-num-seqs"] == 64
+
+
+async def test_sweep_of_the_focused_knob_runs_each_value() -> None:
+    seen: list[Message] = []
+    app = TunelabApp(services=services())
+    async with app.run_test(size=(160, 48), message_hook=seen.append) as pilot:
+        await settle(pilot)
+        for name, text in {"output_len": "8", "num_prompts": "8", "concurrency": "4"}.items():
+            app.main.query_one(f"#wl-{name}", Input).value = text
+        await pilot.pause()
+        app.main.query_one(KnobPanel).row("enforce-eager").control.focus()
+        await pilot.press("w")
+        await pilot.pause()
+        assert isinstance(app.screen, SweepDialog)
+        box = app.screen.query_one(Input)
+        assert box.value == "enforce-eager=false,true"  # suggested from the focused knob
+        box.value = "max-num-seqs=2,8"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: bool(_finished(seen)), 90, "the sweep")
+        done = _finished(seen)[-1]
+        assert done.kind == "sweep" and done.ok, done.summary
+        assert [p.value for p in done.result.steps[0].points] == [2, 8]
+        values = sorted(t.config.engine["max-num-seqs"] for t in app.session.trials)
+        assert values == [2, 8]
+        from tuner.trials import events as ev
+
+        trials = {
+            m.event.trial_id
+            for m in seen
+            if isinstance(m, RunEvent) and isinstance(m.event, ev.TrialStage)
+        }
+        assert len(trials) == 2
+
+
+async def test_every_action_is_bound_and_in_the_palette() -> None:
+    app = TunelabApp(services=services())
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        keys = {b.action: b.key for b in app.BINDINGS}  # type: ignore[union-attr]
+        for spec in ACTIONS:
+            assert keys[spec.action] == spec.key
+            assert hasattr(app, f"action_{spec.action}"), spec.action
+        provider = TunelabCommands(app.screen)
+        found = [hit async for hit in provider.discover()]
+        assert len(found) == len(ACTIONS)
+        hits = [hit async for hit in provider.search("export")]
+        assert hits and "Export" in str(hits[0].match_display)
+        await hits[0].command()
+        await pilot.pause()
+        assert type(app.screen).__name__ == "ExportScreen"
+
+
+async def test_theme_toggles_between_light_and_dark() -> None:
+    app = TunelabApp(services=services())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        dark = app.current_theme.dark
+        app.main.query_one("#wl-input_len", Input).focus()
+        await pilot.press("escape")  # leave the text field: single-key actions work again
+        await pilot.press("d")
+        assert app.current_theme.dark is not dark
+        await pilot.press("d")
+        assert app.current_theme.dark is dark
+
+
+async def test_preset_and_model_start_options() -> None:
+    app = TunelabApp(model=None, preset=REPO / "presets" / "cpu-demo.toml", services=services())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: bool(app.session.config.model), what="the preset")
+        assert app.session.config.engine["gpu-memory-utilization"] == 0.3
+        assert app.session.model_label == "tunelab:demo"
+
+    bad = TunelabApp(preset=REPO / "no-such-preset.toml", services=services())
+    async with bad.run_test(size=(80, 24)) as pilot:
+        await pilot.pause(0.5)
+        await wait_for(pilot, lambda: bool(bad._notifications), what="the error toast")
+        text = " ".join(str(n.message) for n in bad._notifications)
+        assert "Cannot load the start config" in text and "no-such-preset.toml" in text
+
+
+async def test_model_picker_offers_the_demo_and_the_hf_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hf-cache"))
+    (tmp_path / "empty-hf-cache").mkdir()
+    app = TunelabApp(services=services())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("m")
+        await pilot.pause()
+        assert isinstance(app.screen, ModelPicker)
+        await wait_for(
+            pilot,
+            lambda: "Hugging Face cache" in str(app.screen.query_one("#picker-note").render()),
+            10,
+        )
+        options: Any = app.screen.query_one(OptionList)
+        assert options.get_option_at_index(0).id == "tunelab:demo"
+        options.focus()
+        options.highlighted = 0
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.screen is app.main
+        assert app.session.model_label == "tunelab:demo"
