@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,11 +14,48 @@ from tests.support.engine_thread import EngineThread, RunningEngine
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(scope="session")
+def introspection_seed(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
+    """The installed vLLM's introspection answer, probed once per session.
+
+    Probing imports vLLM in a subprocess (7-20 s on 2 cores); every test home
+    gets a copy of the answer instead of probing again. The cache key is the
+    interpreter and the vLLM installation, so the copy is the answer the test
+    would have computed itself.
+    """
+    home = tmp_path_factory.mktemp("introspection-seed")
+    old = os.environ.get("TUNELAB_HOME")
+    os.environ["TUNELAB_HOME"] = str(home)
+    try:
+        from tuner.introspect import introspect
+
+        introspect()
+    finally:
+        if old is None:
+            os.environ.pop("TUNELAB_HOME", None)
+        else:
+            os.environ["TUNELAB_HOME"] = old
+    folder = home / "cache" / "introspect"
+    return folder if folder.is_dir() and any(folder.iterdir()) else None
+
+
 @pytest.fixture(autouse=True)
-def tunelab_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Every test gets its own cache/data dirs: nothing touches the user's real ones."""
+def tunelab_home(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Path:
+    """Every test gets its own cache/data dirs: nothing touches the user's real ones.
+
+    The installed vLLM's introspection answer is copied in (see
+    introspection_seed) unless the test is marked ``fresh_introspection``.
+    """
     home = tmp_path_factory.mktemp("tunelab-home")
     monkeypatch.setenv("TUNELAB_HOME", str(home))
+    if request.node.get_closest_marker("fresh_introspection") is None:
+        seed = request.getfixturevalue("introspection_seed")
+        if seed is not None:
+            shutil.copytree(seed, home / "cache" / "introspect")
     return home
 
 

@@ -220,6 +220,7 @@ def test_cache_key_follows_the_installation(tmp_path: Path) -> None:
     assert introspect(python, refresh=True).from_cache is False
 
 
+@pytest.mark.fresh_introspection
 def test_probe_that_hangs_times_out(tmp_path: Path) -> None:
     python = _fake_install(tmp_path, {"__init__.py": "import time\ntime.sleep(30)\n"})
     info = introspect(python, timeout=2)

@@ -172,6 +172,9 @@ def print_winner(report: WinnerReport) -> None:
     )
     knobs = {**rep.config.env, **{k: v for k, v in rep.config.engine.items()}}
     console.print("  " + escape(" ".join(f"{k}={v}" for k, v in sorted(knobs.items()))))
+    varied = rep.tags.get("values")
+    if isinstance(varied, dict) and varied:
+        console.print("  varied: " + escape(" ".join(f"{k}={v}" for k, v in varied.items())))
     if report.runner_up is not None:
         r = report.runner_up.representative()
         console.print(
