@@ -401,7 +401,10 @@ def main() -> int:
                 f"({d['trials_failed_with_reason']}/{d['faults_injected']} trials failed with the reason)"
             )
         if r:
-            print(f"real-engine kills while:          {', '.join(r['killed_while'])}")
+            print(
+                f"real-engine kills while:          {', '.join(r['killed_while'])}; "
+                f"{r['trials_interrupted_and_recovered']} trials recovered as interrupted"
+            )
         print(
             f"hostile inputs tried:             {h['preset_files_tried'] + h['cli_values_tried']}  "
             f"({h['preset_files_tried']} preset files: {h['preset_files_refused']} refused, "

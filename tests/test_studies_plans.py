@@ -176,3 +176,10 @@ def test_no_winner_says_why() -> None:
             study="s",
             constraints=[parse_constraint("p99_ttft_ms<=500")],
         )
+
+
+def test_a_space_file_nested_beyond_the_stack_is_refused_clearly(tmp_path) -> None:
+    path = tmp_path / "space.toml"
+    path.write_text("x = " + "[" * 50_000 + "]" * 50_000 + "\n")
+    with pytest.raises(SpaceError, match="nests tables or arrays too deeply"):
+        load_space(path)

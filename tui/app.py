@@ -114,15 +114,19 @@ class TunelabApp(App[None]):
 
     def _poll_telemetry(self) -> None:
         sampler = self.sampler
-        if sampler is None or sampler.latest_time == self._last_tick:
+        if (
+            sampler is None
+            or sampler.latest_time == self._last_tick
+            or self.screen is not self.main
+        ):
             return
-        self._last_tick = sampler.latest_time
         snaps = sampler.latest()
         histories = [
             [s.snapshot.gfx_activity or 0.0 for s in sampler.history(i)] for i in range(len(snaps))
         ]
-        if self.screen is self.main:
-            self.main.show_telemetry(snaps, histories)
+        # While the cells are still mounting the panel says so: retry on the next poll.
+        if self.main.show_telemetry(snaps, histories):
+            self._last_tick = sampler.latest_time
 
     @work(thread=True, exclusive=True, group="config")
     def load_start_config(self, model: str | None, preset: Path | None) -> None:

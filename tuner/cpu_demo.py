@@ -29,7 +29,34 @@ def demo_config() -> EngineConfig:
 
 
 def resolve_model(model: str) -> str:
-    """Turns the alias ``tunelab:demo`` into the demo model's path; other names pass through."""
+    """Turns ``tunelab:demo`` into the demo model's path and refuses what cannot be a model.
+
+    A hub id (``org/name``) passes through: vLLM fetches or finds it. A path
+    (absolute, ``./``, ``../`` or ``~``) must exist, and ``tunelab:`` names
+    other than the demo are refused, so a typo fails here in a second instead
+    of after an engine start.
+
+    Raises:
+        ConfigError: The model is an unknown tunelab alias or a missing path.
+    """
+    from pathlib import Path
+
+    from tuner.config import ConfigError
+
     if model == DEMO_MODEL_ALIAS:
         return str(ensure_demo_model())
+    if model.startswith("tunelab:"):
+        raise ConfigError(
+            f"unknown model alias {model!r}: the only tunelab alias is {DEMO_MODEL_ALIAS!r} "
+            "(the embedded tiny model); otherwise give a hub id (org/name) or a local path"
+        )
+    if not model.strip():
+        raise ConfigError("the model is empty: give a hub id (org/name) or a local path")
+    if model.startswith(("/", "./", "../", "~")):
+        path = Path(model).expanduser()
+        if not path.exists():
+            raise ConfigError(
+                f"model path {model} does not exist: give an existing model directory "
+                "(with config.json) or a hub id such as meta-llama/Llama-3.1-8B-Instruct"
+            )
     return model

@@ -274,8 +274,9 @@ class MainScreen(Screen[None]):
         self.set_engine_state("idle")
         self.app.jobs.finished(message.job)  # type: ignore[attr-defined]
 
-    def show_telemetry(self, snaps: list[Any], histories: list[list[float]]) -> None:
-        self.query_one(GpuPanel).show(snaps, histories)
+    def show_telemetry(self, snaps: list[Any], histories: list[list[float]]) -> bool:
+        """Hand the newest samples to the GPU panel; False if it could not show them all yet."""
+        return self.query_one(GpuPanel).show(snaps, histories)
 
 
 def model_line(info: Any, config: EngineConfig, target: Target) -> Text:

@@ -126,11 +126,12 @@ class GpuPanel(Widget):
         self.border_title = f"GPUs · {description}"
         self._fit_columns(self.size.width)
 
-    def show(self, snaps: Sequence[GpuSnapshot], histories: Sequence[Sequence[float]]) -> None:
-        """Update every cell; extra or missing GPUs are ignored until the next setup."""
+    def show(self, snaps: Sequence[GpuSnapshot], histories: Sequence[Sequence[float]]) -> bool:
+        """Update every cell; False while the cells are still mounting (show it again later)."""
         cells = list(self.query(GpuCell))
-        for cell, snap, history in zip(cells, snaps, histories, strict=False):
-            cell.show(snap, history)
+        with self.app.batch_update():  # one repaint for all cells
+            for cell, snap, history in zip(cells, snaps, histories, strict=False):
+                cell.show(snap, history)
         if snaps:
             parts = {fmt.partition(s) for s in snaps if not s.error}
             names = {s.name for s in snaps if s.name}
@@ -139,6 +140,7 @@ class GpuPanel(Widget):
             subtitle = f"{len(snaps)} × {name} · {part}"
             if subtitle != self.border_subtitle:
                 self.border_subtitle = subtitle
+        return len(cells) >= len(snaps)
 
     def on_resize(self, event: Resize) -> None:
         self._fit_columns(event.size.width)

@@ -32,6 +32,13 @@ def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
     return front
 
 
+def _padded(values: Sequence[float], share: float = 0.08) -> tuple[float, float]:
+    """Axis limits 8 % beyond the data (a 10 % band around a single value)."""
+    lo, hi = min(values), max(values)
+    pad = (hi - lo) * share or abs(hi) * 0.1 or 1.0
+    return lo - pad, hi + pad
+
+
 class ParetoPlot(PlotextPlot):
     """The scatter and its front."""
 
@@ -45,7 +52,7 @@ class ParetoPlot(PlotextPlot):
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()
-        plt.title("throughput vs p99 latency (front: ◆)")
+        plt.title("throughput vs p99 latency: trials •, Pareto front ◆ (up and left is better)")
         plt.xlabel("p99 E2E latency (ms)")
         plt.ylabel("tok/s")
         if not rows:
@@ -55,8 +62,13 @@ class ParetoPlot(PlotextPlot):
         xs = [r[1] for r in rows]
         ys = [r[2] for r in rows]
         front = pareto_front(list(zip(xs, ys, strict=True)))
-        plt.scatter(xs, ys, marker="dot", label="trials")
+        # Pad the axes: a point on the frame would be drawn over by it.
+        plt.xlim(*_padded(xs))
+        plt.ylim(*_padded(ys))
+        plt.scatter(
+            xs, ys, marker="dot"
+        )  # no legend: it would cover the top-left corner, where the best points are
         fx = sorted((xs[i], ys[i]) for i in front)
-        plt.plot([p[0] for p in fx], [p[1] for p in fx], marker="◆", label="Pareto front")
+        plt.plot([p[0] for p in fx], [p[1] for p in fx], marker="◆")
         self.refresh()
         return [rows[i][0] for i in front]

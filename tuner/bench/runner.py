@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from time import perf_counter
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 
@@ -239,6 +240,12 @@ async def run_benchmark(
         BenchError: The server is unreachable or serves no model.
         WorkloadError: The workload or its dataset is unusable.
     """
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise BenchError(
+            f"the server URL {url!r} is not an http(s) URL: write it as http://HOST:PORT, "
+            "for example http://127.0.0.1:8000"
+        )
     if (
         workload.duration_s is not None
         and math.isinf(workload.request_rate)

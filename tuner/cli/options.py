@@ -162,14 +162,17 @@ def make_config(
 
         try:
             base = load_preset(preset).config
-        except PresetError as exc:
+            if model:
+                base = EngineConfig(
+                    model=resolve_model(model), env=dict(base.env), engine=dict(base.engine)
+                )
+        except (PresetError, ConfigError) as exc:
             raise usage_error(command, str(exc)) from None
-        if model:
-            base = EngineConfig(
-                model=resolve_model(model), env=dict(base.env), engine=dict(base.engine)
-            )
     elif model and model != DEMO_MODEL_ALIAS:
-        base = EngineConfig(model=model)
+        try:
+            base = EngineConfig(model=resolve_model(model))
+        except ConfigError as exc:
+            raise usage_error(command, str(exc)) from None
     elif model == DEMO_MODEL_ALIAS or _no_gpu():
         base = demo_config()
     else:

@@ -100,6 +100,22 @@ def validate_text(
     lines = key_lines(text)
     try:
         doc = tomllib.loads(text)
+    except RecursionError:
+        # tomllib recurses per nesting level; a hostile file can nest deeper
+        # than Python's stack allows long before the size limit.
+        return ValidationResult(
+            None,
+            [
+                Issue(
+                    "",
+                    "the file nests tables or arrays too deeply to be a preset",
+                    "a preset has at most a few levels ([engine.compilation-config] ...); "
+                    "remove the nesting",
+                    None,
+                )
+            ],
+            lines=lines,
+        )
     except tomllib.TOMLDecodeError as exc:
         match = re.search(r"line (\d+)", str(exc))
         line = int(match.group(1)) if match else None

@@ -30,16 +30,17 @@ import random
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from tuner.studies.common import TrialRunner, meets, value_of
-from tuner.studies.space import WORKLOAD_KEYS, Param, Space
+from tuner.studies.space import WORKLOAD_KEYS, Constraint, Param, Space
 from tuner.studies.stats import Direction, metric_direction
 
 if TYPE_CHECKING:
     import optuna
+    from optuna.trial import TrialState
 
     from tuner.bench.workload import Workload
     from tuner.config import EngineConfig
@@ -258,12 +259,56 @@ def _owner_alive(frozen: Any) -> bool | None:
         return False
 
 
-def recover_study(study: optuna.Study, store: Any = None) -> list[int]:
+def tell_outcome(
+    opt: optuna.Study,
+    ot: optuna.Trial,
+    done: Trial,
+    objectives: list[str],
+    constraints: Iterable[Constraint],
+) -> TrialState:
+    """Tells Optuna what a finished tunelab trial measured; returns the state told.
+
+    Used for a trial that just ran and for one recovered after its worker was
+    killed while the result was already committed in the trial store.
+    """
+    from optuna.trial import TrialState
+
+    from tuner.trials.model import TrialStatus
+
+    constraints = list(constraints)
+    if done.status is TrialStatus.SKIPPED:
+        errors = [f["message"] for f in done.findings if f.get("severity") == "error"]
+        ot.set_user_attr("pruned_reason", "; ".join(errors)[:500] or "rules")
+        opt.tell(ot, state=TrialState.PRUNED)
+        return TrialState.PRUNED
+    results = [value_of(done, m) for m in objectives]
+    if done.status is TrialStatus.DONE and all(v is not None for v in results):
+        violations = [c.violation(value_of(done, c.metric)) for c in constraints]
+        for c, v in zip(constraints, violations, strict=True):
+            ot.set_constraint(str(c), v)
+        ot.set_user_attr("constraints", violations)
+        ot.set_user_attr("meets_slo", meets(done, constraints))
+        ot.set_user_attr(
+            "metrics",
+            {m: value_of(done, m) for m in {*objectives, *(c.metric for c in constraints)}},
+        )
+        opt.tell(ot, [float(v) for v in results if v is not None])
+        return TrialState.COMPLETE
+    ot.set_user_attr("failure_reason", (done.failure_reason or str(done.status))[:500])
+    opt.tell(ot, state=TrialState.FAIL)
+    return TrialState.FAIL
+
+
+def recover_study(
+    study: optuna.Study, store: Any = None, constraints: Iterable[Constraint] = ()
+) -> list[int]:
     """Tell FAIL (marked ``interrupted``) for running trials whose worker is gone.
 
     A worker on this host is gone when its process is (pid + start time); a
     worker elsewhere when its heartbeat is older than the grace period. The
-    linked tunelab trial is recovered in the tunelab store too.
+    linked tunelab trial is recovered in the tunelab store too. A trial whose
+    tunelab result was committed before the kill (e.g. killed during engine
+    shutdown) is told with that result instead: no measurement is dropped.
 
     Returns:
         The Optuna trial numbers that were marked.
@@ -279,6 +324,8 @@ def recover_study(study: optuna.Study, store: Any = None) -> list[int]:
     for frozen in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         if _owner_alive(frozen) is not False:
             continue
+        if _tell_committed(study, frozen, store, constraints):
+            continue  # measured before the kill: a result, not an interruption
         with contextlib.suppress(Exception):
             storage.set_trial_user_attr(frozen._trial_id, "interrupted", True)
             study.tell(frozen.number, state=TrialState.FAIL)
@@ -291,6 +338,31 @@ def recover_study(study: optuna.Study, store: Any = None) -> list[int]:
                 storage.set_trial_user_attr(frozen._trial_id, "interrupted", True)
             marked.append(frozen.number)
     return sorted(marked)
+
+
+def _tell_committed(
+    study: optuna.Study, frozen: Any, store: Any, constraints: Iterable[Constraint]
+) -> bool:
+    """Tells the stored outcome of a dead worker's trial if its tunelab trial finished."""
+    import optuna
+
+    from tuner.trials.model import TrialStatus
+
+    trial_id = frozen.user_attrs.get("tunelab_trial_id")
+    if store is None or not trial_id:
+        return False
+    try:
+        done = store.get(trial_id)
+    except Exception:
+        return False
+    if done.status not in (TrialStatus.DONE, TrialStatus.FAILED, TrialStatus.SKIPPED):
+        return False
+    objectives = list(study.user_attrs.get("tunelab_objectives") or [done.objective])
+    live = optuna.trial.Trial(study, frozen._trial_id)
+    with contextlib.suppress(Exception):
+        tell_outcome(study, live, done, objectives, constraints)
+        return True
+    return False
 
 
 def suggest(trial: optuna.Trial, param: Param) -> Any:
@@ -395,7 +467,7 @@ async def run_search(
     """
     from optuna.trial import TrialState
 
-    from tuner.trials.model import Trial, TrialStatus
+    from tuner.trials.model import Trial
 
     if not space.params:
         raise SearchError("the search space is empty; give --param KEY=V1,V2 or --space FILE")
@@ -406,7 +478,7 @@ async def run_search(
     opt = load_study(study, url, objectives, seed=seed)
     base = base.with_values({k: v for k, v in space.fixed.items() if k not in WORKLOAD_KEYS})
     check_same_setup(opt, base, workload, space)
-    recovered = recover_study(opt, runner.store)
+    recovered = recover_study(opt, runner.store, space.constraints)
     owner = _owner()
     report = SearchReport(
         study=study,
@@ -450,32 +522,13 @@ async def run_search(
                 opt.tell(ot, state=TrialState.FAIL)
             raise
         report.trials.append(done.id)
-        if done.status is TrialStatus.SKIPPED:
-            errors = [f["message"] for f in done.findings if f.get("severity") == "error"]
-            ot.set_user_attr("pruned_reason", "; ".join(errors)[:500] or "rules")
-            opt.tell(ot, state=TrialState.PRUNED)
+        outcome = tell_outcome(opt, ot, done, objectives, space.constraints)
+        if outcome is TrialState.PRUNED:
             report.pruned += 1
+        elif outcome is TrialState.COMPLETE:
+            report.measured += 1
         else:
-            results = [value_of(done, m) for m in objectives]
-            if done.status is TrialStatus.DONE and all(v is not None for v in results):
-                violations = [c.violation(value_of(done, c.metric)) for c in space.constraints]
-                for c, v in zip(space.constraints, violations, strict=True):
-                    ot.set_constraint(str(c), v)
-                ot.set_user_attr("constraints", violations)
-                ot.set_user_attr("meets_slo", meets(done, space.constraints))
-                ot.set_user_attr(
-                    "metrics",
-                    {
-                        m: value_of(done, m)
-                        for m in {*objectives, *(c.metric for c in space.constraints)}
-                    },
-                )
-                opt.tell(ot, [float(v) for v in results if v is not None])
-                report.measured += 1
-            else:
-                ot.set_user_attr("failure_reason", (done.failure_reason or str(done.status))[:500])
-                opt.tell(ot, state=TrialState.FAIL)
-                report.failed += 1
+            report.failed += 1
         if on_trial is not None:
             on_trial(done)
     report.best = best_trials(opt)

@@ -277,6 +277,10 @@ def load_space(path: Path) -> Space:
         data = json.loads(text) if path.suffix.lower() == ".json" else tomllib.loads(text)
     except (OSError, json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
         raise SpaceError(f"cannot read space file {path}: {exc}") from None
+    except RecursionError:
+        raise SpaceError(
+            f"space file {path} nests tables or arrays too deeply; a space needs two levels"
+        ) from None
     unknown = set(data) - {"params", "slo", "fixed"}
     if unknown:
         raise SpaceError(

@@ -161,7 +161,13 @@ class TrialStore:
 
     def __init__(self, path: str | Path | None = None, *, timeout: float = BUSY_TIMEOUT_S) -> None:
         self.path = Path(path) if path is not None else default_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot create the store's directory {self.path.parent} "
+                f"({exc.strerror or exc}); pass a --store path in a writable directory"
+            ) from None
         self._lock = threading.RLock()
         try:
             self._conn = sqlite3.connect(
