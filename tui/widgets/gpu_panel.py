@@ -120,9 +120,10 @@ class GpuPanel(Widget):
     def setup(self, count: int, description: str) -> None:
         """Create one cell per GPU (called once the backend is open)."""
         self.query_one("#gpu-none", Static).display = False
-        for cell in self.query(GpuCell):
-            cell.remove()
-        self.query_one("#gpu-grid").mount_all(GpuCell(i) for i in range(count))
+        grid = self.query_one("#gpu-grid")
+        if len(grid.children) != count:
+            grid.remove_children()
+            grid.mount_all(GpuCell(i) for i in range(count))
         self.border_title = f"GPUs · {description}"
         self._fit_columns(self.size.width)
 

@@ -70,6 +70,7 @@ class Engine:
         self._reaper: subprocess.Popen[bytes] | None = None
         self._reader: threading.Thread | None = None
         self._tail: deque[str] = deque(maxlen=_TAIL_LINES)
+        self._lines_read = 0
         self._known: set[proctree.ProcRef] = set()
         self._monitor: asyncio.Task[None] | None = None
         self._stopping = False
@@ -244,6 +245,7 @@ class Engine:
             m: m.name() for m in proctree.alive(proctree.tree(self._proc.pid, self._proc.pid))
         }
         self._known |= set(members)
+        ready_mark = self._lines_read
         while not self._stopping:
             rc = self._proc.poll()
             dead = next((m for m in members if not m.alive()), None)
@@ -255,15 +257,14 @@ class Engine:
                 else:
                     assert dead is not None
                     reason = f"{members[dead]} (pid {dead.pid}) died"
-                    await asyncio.sleep(0.05)  # let a dying process's last words reach the log
-                    logged = logscan.last_error(list(self._tail))
+                    logged = logscan.last_error(self._lines_since(ready_mark))
                     if logged:
                         reason += f"; engine log: {logged}"
                 self.failure_reason = reason
                 self.exited.set()
                 self._emit(EngineExited(rc, reason))
                 return
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(0.05)
 
     async def _kill(self, graceful: float = 10.0) -> None:
         proc = self._proc
@@ -280,6 +281,11 @@ class Engine:
                 await asyncio.to_thread(self._reaper.wait, 5)
             self._reaper = None
 
+    def _lines_since(self, mark: int) -> list[str]:
+        """The log lines read after the ``mark``-th line (as far as the tail reaches)."""
+        new = self._lines_read - mark
+        return list(self._tail)[-new:] if new > 0 else []
+
     def _drain_reader(self, timeout: float) -> None:
         if self._reader is not None:
             self._reader.join(timeout)
@@ -293,6 +299,7 @@ class Engine:
                 log.flush()  # type: ignore[attr-defined]
                 line = raw.decode("utf-8", "replace").rstrip("\n")
                 self._tail.append(line)
+                self._lines_read += 1
                 if self.backend is None:
                     name = logscan.backend_from_line(line)
                     if name:
