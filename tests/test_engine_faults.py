@@ -91,3 +91,11 @@ async def test_missing_interpreter_is_a_clear_error(tmp_path: Path) -> None:
     )
     with pytest.raises(EngineStartError, match="tunelab doctor"):
         await Engine(spec).start()
+
+
+def test_double_command_keeps_json_braces(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, "serve")
+    spec.command = [*DOUBLE, "--compilation-config", '{"cudagraph_mode":"FULL"}']
+    argv = spec.argv(8123)
+    assert argv[-1] == '{"cudagraph_mode":"FULL"}'
+    assert "8123" in argv and "127.0.0.1" in argv

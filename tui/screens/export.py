@@ -32,30 +32,21 @@ def pick_winner(trials: list[Any], study: str) -> tuple[Any | None, str]:
     return report.winner.representative(), report.statement
 
 
-def _scalars(data: dict[str, Any]) -> dict[str, Any]:
-    """The top-level numbers and strings of a dict (TOML has no null; nested detail stays in the store)."""
-    return {
-        k: v
-        for k, v in data.items()
-        if isinstance(v, str | int | float) and not (isinstance(v, float) and v != v)
-    }
-
-
 def export_trial(
-    trial: Any, directory: Path, formats: list[str], force: bool = False
+    trial: Any,
+    directory: Path,
+    formats: list[str],
+    force: bool = False,
+    store_path: Path | None = None,
 ) -> list[Path]:
-    """Write ``trial`` as a preset (with its workload, headline results and id) in ``formats``."""
-    from tuner.export.preset import Provenance, preset_from_config
-    from tuner.export.render import export, safe_name
+    """Write ``trial`` as a preset (workload, results with their noise, trial id) in ``formats``.
 
-    preset = preset_from_config(
-        trial.config,
-        safe_name(f"trial-{trial.short_id}"),
-        description=f"Exported from tunelab trial {trial.id} (study {trial.study}).",
-        workload=_scalars(trial.workload.to_dict()),
-        results=_scalars(trial.results or {}),
-        provenance=Provenance(trial_id=trial.id),
-    )
+    The same export as ``tunelab export TRIAL``: tuner.export builds the preset.
+    """
+    from tuner.export.render import export
+    from tuner.export.trial import preset_from_trial
+
+    preset = preset_from_trial(trial.id, store_path=store_path)
     return export(preset, directory, formats, force=force)
 
 
@@ -139,7 +130,13 @@ class ExportScreen(ModalScreen[list[Path] | None]):
         directory = Path(self.query_one("#export-dir", Input).value).expanduser()
         try:
             directory.mkdir(parents=True, exist_ok=True)
-            written = export_trial(trial, directory, formats, force=True)
+            written = export_trial(
+                trial,
+                directory,
+                formats,
+                force=True,
+                store_path=self.app.session.services.store_path,
+            )
         except (ExportError, OSError) as exc:
             status.update(f"Export failed: {exc}")
             return []

@@ -12,24 +12,11 @@ from typing import Any
 
 from textual_plotext import PlotextPlot
 
+from tuner.studies.pareto import pareto_front
 from tuner.trials.model import metric
 
 LATENCY = "p99_e2el_ms"
 THROUGHPUT = "output_throughput"
-
-
-def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
-    """Indices of the points not dominated (lower x latency and higher y throughput)."""
-    front = []
-    for i, (x, y) in enumerate(points):
-        dominated = any(
-            (x2 <= x and y2 >= y) and (x2 < x or y2 > y)
-            for j, (x2, y2) in enumerate(points)
-            if j != i
-        )
-        if not dominated:
-            front.append(i)
-    return front
 
 
 def _padded(values: Sequence[float], share: float = 0.08) -> tuple[float, float]:

@@ -74,7 +74,11 @@ class EngineSpec:
     def argv(self, port: int) -> list[str]:
         """The full command line for ``port``."""
         if self.command is not None:
-            return [part.format(port=port, host=self.host) for part in self.command]
+            # Plain replacement, not str.format: parts may hold JSON braces.
+            return [
+                part.replace("{port}", str(port)).replace("{host}", self.host)
+                for part in self.command
+            ]
         entry = self.entry if self.entry != "auto" else resolve_entry(self.python)
         tail = [*self.config.engine_args(), "--host", self.host, "--port", str(port)]
         if entry == "serve":
