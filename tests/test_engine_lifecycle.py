@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import httpx
-import psutil
 import pytest
 
+from tests.support.procs import alive as _alive
 from tuner.config import EngineConfig
 from tuner.cpu_demo import DEMO_ENGINE_ARGS
 from tuner.engine import Engine, EngineSpec, EngineStartError
@@ -27,17 +27,6 @@ from tuner.engine.events import (
 
 pytestmark = pytest.mark.engine
 REPO = Path(__file__).resolve().parents[1]
-
-
-def _alive(pids: set[int]) -> set[int]:
-    out = set()
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                out.add(pid)
-        except psutil.NoSuchProcess:
-            continue
-    return out
 
 
 async def test_real_engine_streams_reports_backend_and_leaves_nothing(

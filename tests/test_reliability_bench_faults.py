@@ -32,7 +32,7 @@ NO_RULES_CONTEXT = RunContext(Target(note="catalogue"), None, [])
 
 def stub_command(plan: dict) -> list[str]:
     """The stub server as the engine command ({port} is filled in; JSON braces escaped)."""
-    text = json.dumps(plan).replace("{", "{{").replace("}", "}}")
+    text = json.dumps(plan)
     return [sys.executable, "-m", "tests.support.openai_stub", "--port", "{port}", "--plan", text]
 
 

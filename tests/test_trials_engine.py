@@ -16,6 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.support.procs import alive
 from tuner.bench.workload import Workload
 from tuner.config import EngineConfig
 from tuner.cpu_demo import DEMO_ENGINE_ARGS
@@ -27,17 +28,6 @@ from tuner.trials.store import TrialStore
 
 pytestmark = pytest.mark.engine
 REPO = Path(__file__).resolve().parents[1]
-
-
-def alive(pids: set[int]) -> set[int]:
-    out = set()
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                out.add(pid)
-        except psutil.NoSuchProcess:
-            continue
-    return out
 
 
 def wait_gone(pids: set[int], seconds: float) -> set[int]:

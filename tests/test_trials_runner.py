@@ -16,9 +16,9 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
+from tests.support.procs import alive
 from tuner.bench.workload import Workload
 from tuner.config import EngineConfig
 from tuner.rules import Target
@@ -42,24 +42,13 @@ CPU = RunContext(Target(vllm_version="0.32.0", platform="cpu"), None, [])
 
 def double(plan: dict | None = None, record: Path | None = None, startup: float = 0.0) -> list[str]:
     """The engine double's command line ("{port}" is filled in by EngineSpec)."""
-    text = json.dumps(plan or {"ttft_ms": 5, "itl_ms": 2}).replace("{", "{{").replace("}", "}}")
+    text = json.dumps(plan or {"ttft_ms": 5, "itl_ms": 2})
     cmd = [sys.executable, "-m", "tests.support.engine_double", "--port", "{port}", "--plan", text]
     if record is not None:
         cmd += ["--record", str(record)]
     if startup:
         cmd += ["--startup", str(startup)]
     return cmd
-
-
-def alive(pids: set[int]) -> set[int]:
-    out = set()
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                out.add(pid)
-        except psutil.NoSuchProcess:
-            continue
-    return out
 
 
 def trial(**wl: object) -> Trial:
