@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.tmpfs import mount_tmpfs
 from tuner.config import EngineConfig
 from tuner.export import files
 from tuner.export.errors import ExportError
@@ -26,15 +27,6 @@ from tuner.export.render import export
 CONFIG = EngineConfig(
     model="org/model", env={"VLLM_ROCM_USE_AITER": "1"}, engine={"max-num-seqs": 8}
 )
-
-
-def _mount_tmpfs(path: Path, options: str) -> bool:
-    proc = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)],
-        capture_output=True,
-        check=False,
-    )
-    return proc.returncode == 0
 
 
 @pytest.fixture
@@ -47,7 +39,7 @@ def readonly_dir(tmp_path: Path) -> Iterator[Path]:
         yield target
         target.chmod(0o755)
         return
-    if not _mount_tmpfs(target, "ro,size=64k"):
+    if not mount_tmpfs(target, "ro,size=64k"):
         pytest.skip("running as root without permission to mount a read-only tmpfs")
     try:
         yield target
@@ -60,7 +52,7 @@ def tiny_fs(tmp_path: Path) -> Iterator[Path]:
     """A 16 KiB tmpfs (root only): a real full disk."""
     target = tmp_path / "tiny"
     target.mkdir()
-    if os.geteuid() != 0 or not _mount_tmpfs(target, "size=16k"):
+    if os.geteuid() != 0 or not mount_tmpfs(target, "size=16k"):
         pytest.skip("needs root to mount a tiny tmpfs; the ENOSPC fake below covers this case")
     try:
         yield target

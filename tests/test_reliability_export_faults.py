@@ -22,16 +22,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from tests.support.tmpfs import mount_tmpfs
 from tuner.cli import export as export_cli
-
-
-def _mount(path: Path, options: str) -> bool:
-    proc = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)],
-        capture_output=True,
-        check=False,
-    )
-    return proc.returncode == 0
 
 
 @pytest.fixture
@@ -51,7 +43,7 @@ def full_disk(tmp_path: Path) -> Iterator[Path]:
     """A 64 KiB tmpfs with one old export in it, then filled to the last byte."""
     target = tmp_path / "full"
     target.mkdir()
-    if os.geteuid() != 0 or not _mount(target, "size=64k"):
+    if os.geteuid() != 0 or not mount_tmpfs(target, "size=64k"):
         pytest.skip("cannot mount a tmpfs here; test_export_files.py's os.write fake covers ENOSPC")
     try:
         (target / "cpu-demo.toml").write_text("# the previous export, to be kept intact\n")
@@ -77,7 +69,7 @@ def readonly_mount(tmp_path: Path) -> Iterator[Path]:
         yield target
         target.chmod(0o755)
         return
-    if not _mount(target, "ro,size=64k"):
+    if not mount_tmpfs(target, "ro,size=64k"):
         pytest.skip("running as root without permission to mount a read-only tmpfs")
     try:
         yield target
