@@ -34,10 +34,12 @@ def _json(result) -> dict:  # type: ignore[no-untyped-def]
 
 
 def test_ab_on_the_double_reaches_the_right_verdict(cli: CliRunner) -> None:
-    args = ["ab", "--a-set", "max-num-seqs=1", "--b-set", "max-num-seqs=8", "--repeats", "2"]
+    args = ["ab", "--a-set", "max-num-seqs=1", "--b-set", "max-num-seqs=8", "--repeats", "3"]
     data = _json(cli.invoke(app, [*args, *FAST, "--study", "ab1", "--json"]))
-    assert data["verdict"] == "B better"
-    assert len(data["trials"]["A"]) == len(data["trials"]["B"]) == 2
+    assert data["verdict"] == "B better", data["summary"]
+    assert len(data["trials"]["A"]) == len(data["trials"]["B"]) == 3
+    head = next(m for m in data["metrics"] if m["metric"] == "output_throughput")
+    assert head["scale"] == "ratio" and head["rel_ci_low"] > 0
     table = cli.invoke(app, ["winner", "--study", "ab1"])
     assert table.exit_code == 0, table.output
     assert "winner" in table.stdout and "max-num-seqs=8" in table.stdout

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import random
 
@@ -10,6 +11,7 @@ import pytest
 from tuner.studies.stats import (
     ArmStats,
     Direction,
+    Scale,
     StatsError,
     Verdict,
     compare,
@@ -61,8 +63,48 @@ def test_clear_throughput_gain_is_b_better() -> None:
     c = compare("output_throughput", [100, 103, 98], [150, 148, 155])
     assert c.direction is Direction.HIGHER
     assert c.verdict is Verdict.B_BETTER
-    assert c.rel_diff == pytest.approx((151 - 100.3333) / 100.3333, rel=1e-4)
+    assert c.scale is Scale.RATIO
+    geo_a, geo_b = (100 * 103 * 98) ** (1 / 3), (150 * 148 * 155) ** (1 / 3)
+    assert c.rel_diff == pytest.approx(geo_b / geo_a - 1, rel=1e-9)
     assert c.rel_ci_low is not None and c.rel_ci_low > 0
+    assert c.ci_low == pytest.approx(geo_a * c.rel_ci_low)
+
+
+def test_ratio_interval_is_welch_on_the_logs() -> None:
+    a, b = [10.0, 12.0, 14.0], [20.0, 22.0, 24.0]
+    low, high, df = welch_interval(
+        ArmStats.of([math.log(v) for v in a]), ArmStats.of([math.log(v) for v in b])
+    )
+    c = compare("output_throughput", a, b)
+    assert c.df == pytest.approx(df)
+    assert c.rel_ci_low == pytest.approx(math.exp(low) - 1)
+    assert c.rel_ci_high == pytest.approx(math.exp(high) - 1)
+    # The interval of a ratio is not symmetric around the point estimate.
+    assert c.rel_ci_high - c.rel_diff > c.rel_diff - c.rel_ci_low
+
+
+def test_several_fold_gain_with_two_repeats_is_found_on_the_ratio_scale() -> None:
+    """Real CPU-engine samples (max-num-seqs 1 vs 64): the fast arm's larger
+    absolute spread makes the raw-scale interval useless at n=2."""
+    a, b = [712.57, 672.50], [4595.18, 5356.53]
+    assert compare("output_throughput", a, b).verdict is Verdict.B_BETTER
+    raw = compare("output_throughput", a, b, scale=Scale.DIFFERENCE)
+    assert raw.verdict is Verdict.NO_DIFFERENCE
+    assert raw.scale is Scale.DIFFERENCE and raw.ci_low < 0 < raw.ci_high
+
+
+def test_zero_samples_fall_back_to_the_difference_and_ratio_is_refused() -> None:
+    c = compare("median_tpot_ms", [0.0, 0.0], [5.0, 4.0])
+    assert c.scale is Scale.DIFFERENCE
+    with pytest.raises(StatsError, match="zero or negative"):
+        compare("median_tpot_ms", [0.0, 0.0], [5.0, 4.0], scale=Scale.RATIO)
+
+
+def test_to_dict_is_json_safe_without_an_interval() -> None:
+    data = compare("output_throughput", [100.0], [200.0]).to_dict()
+    assert data["ci_low"] is None and data["rel_ci_high"] is None
+    assert data["scale"] == "ratio"
+    json.dumps(data, allow_nan=False)
 
 
 def test_direction_flips_the_verdict_for_latency() -> None:
@@ -92,7 +134,7 @@ def test_noise_larger_than_the_gap_is_no_difference() -> None:
     c = compare("output_throughput", [100, 130, 80], [110, 140, 90])
     assert c.verdict is Verdict.NO_DIFFERENCE
     assert c.ci_low < 0 < c.ci_high
-    assert "contains 0" in c.reason
+    assert "contains 0%" in c.reason
 
 
 def test_one_repeat_never_declares_a_winner() -> None:

@@ -118,5 +118,5 @@ class CompareScreen(Screen[None]):
         head = rows[0] if rows else None
         note = f"{head.metric}: {head.verdict} ({head.reason})." if head else "no common metric"
         self.query_one("#compare-note", Static).update(
-            note + " A winner is named only when the whole interval is on one side of 0. Esc: back"
+            note + " A winner is named only when the whole interval is on one side of 0%. Esc: back"
         )

@@ -13,7 +13,8 @@ cache) hits both alike. The default order is counterbalanced — A B B A A B
 B A ... — which cancels a linear drift exactly; plain alternation (A B A B,
 ``order="abab"``) leaves B always one slot later than A. Every trial is
 stored under one study with its arm and repeat, and the report compares the
-arms per metric with Welch's t interval over repeats (tuner.studies.stats).
+arms per metric with Welch's t interval over repeats, on the ratio B/A
+(tuner.studies.stats).
 """
 
 from __future__ import annotations
