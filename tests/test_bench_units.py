@@ -14,7 +14,14 @@ from typer.testing import CliRunner
 
 from tests.support.openai_stub import StubProcess
 from tuner.bench.client import RequestRecord
-from tuner.bench.metrics import compute_metrics, describe_ms, is_good, percentile
+from tuner.bench.metrics import (
+    compute_metrics,
+    delivery_warning,
+    describe_ms,
+    is_good,
+    one_chunk_fraction,
+    percentile,
+)
 from tuner.bench.prompts import pool_from_tokenizer, random_prompts, sharegpt_prompts
 from tuner.bench.runner import arrival_offsets
 from tuner.bench.server_metrics import parse_prometheus, sample_from_text, summarize
@@ -188,12 +195,51 @@ def test_cli_bench_prints_vllm_compatible_json_and_rejects_bad_input(tmp_path) -
         ):
             assert key in data
         assert data["request_goodput"] == pytest.approx(data["request_throughput"])
+        assert data["tunelab"]["one_chunk_fraction"] == 0.0  # 5 ms gaps: streamed
         r = runner.invoke(app, ["bench", "--url", stub.url, "--concurrency", "0"])
         assert r.exit_code == 2 and "concurrency must be >= 1" in r.output
         r = runner.invoke(app, ["bench", "--url", stub.url, "--slo", "ttft"])
         assert r.exit_code == 2 and "KEY:MS" in r.output
     r = runner.invoke(app, ["bench", "--url", "http://127.0.0.1:9", "--num-prompts", "1"])
     assert r.exit_code == 2 and "cannot reach" in r.output
+
+
+def test_one_chunk_fraction_counts_multi_token_responses_read_at_once() -> None:
+    streamed = _rec(0.0, [0.1, 0.15, 0.2, 0.25], 4)
+    bunched = _rec(0.0, [0.3, 0.30001, 0.30002], 3)  # three chunks within 20 us: one read
+    single = _rec(0.0, [0.4], 8)  # eight tokens in one chunk
+    one_token = _rec(0.0, [0.2], 1)  # nothing to bunch: left out
+    failed = _rec(0.0, [], 3, error="HTTP 500")
+    assert one_chunk_fraction([streamed, bunched, single, one_token, failed]) == pytest.approx(
+        2 / 3
+    )
+    assert one_chunk_fraction([one_token, failed]) == 0.0
+
+
+def test_delivery_warning_only_from_half_one_piece() -> None:
+    assert delivery_warning({"tunelab": {"one_chunk_fraction": 0.49}}) is None
+    assert delivery_warning({"tunelab": {}}) is None
+    assert delivery_warning({}) is None  # a result from another client
+    text = delivery_warning({"tunelab": {"one_chunk_fraction": 0.5}})
+    assert text is not None and text.startswith("50% of the responses arrived in one piece")
+    assert "E2E latency and throughput still hold" in text
+
+
+def test_cli_bench_says_when_responses_arrive_in_one_piece() -> None:
+    from tuner.cli.app import app, register_all
+
+    register_all(app)
+    runner = CliRunner()
+    # Zero delays and a burst larger than the output: each response is one write.
+    with StubProcess({"ttft_ms": 0, "itl_ms": 0, "burst": 64}) as stub:
+        args = ["bench", "--url", stub.url, "--input-len", "16", "--output-len", "8"]
+        args += ["--num-prompts", "4", "--concurrency", "1"]
+        r = runner.invoke(app, [*args, "--json"])
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.stdout)["tunelab"]["one_chunk_fraction"] == 1.0
+        r = runner.invoke(app, args, env={"COLUMNS": "300"})
+        assert r.exit_code == 0, r.output
+        assert "100% of the responses arrived in one piece" in " ".join(r.stdout.split())
 
 
 def test_cli_import_stays_light() -> None:

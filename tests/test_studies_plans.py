@@ -117,9 +117,27 @@ def test_ab_report_verdicts_and_failures() -> None:
     assert ttft.verdict is Verdict.B_BETTER  # lower latency for B
     assert report.failures == ["A/2: failed (engine died)"]
     assert report.objective_row is not None and report.objective_row.a.n == 2
+    assert report.notes == []  # no trial says its responses came in one piece
     data = report.to_dict()
     assert data["verdict"] == "B better" and "B better on output_throughput" in data["summary"]
     json.dumps(data)  # JSON-ready (no inf)
+
+
+def test_ab_report_notes_the_trials_whose_responses_came_in_one_piece() -> None:
+    trials = [
+        _trial(1, 100.0, arm="A", repeat=0),
+        _trial(64, 1000.0, arm="B", repeat=0),
+        _trial(64, 1010.0, arm="B", repeat=1),
+        _trial(1, 104.0, arm="A", repeat=1),
+    ]
+    trials[0].results["tunelab"] = {"one_chunk_fraction": 1.0}
+    trials[1].results["tunelab"] = {"one_chunk_fraction": 0.0}
+    report = build_report(trials, study="s", objective="output_throughput")
+    assert report.notes == [
+        "A/0: 100% of responses arrived in one piece: TTFT/ITL show a starved server"
+    ]
+    assert report.to_dict()["notes"] == report.notes
+    assert report.verdict is Verdict.B_BETTER  # the objective's samples are all kept
 
 
 def test_ab_report_inside_the_noise() -> None:

@@ -172,3 +172,23 @@ async def test_model_picker_offers_the_demo_and_the_hf_cache(
         await pilot.pause()
         assert app.screen is app.main
         assert app.session.model_label == "tunelab:demo"
+
+
+def test_run_panel_result_line_warns_when_responses_came_in_one_piece() -> None:
+    from types import SimpleNamespace
+
+    from tui.screens.main import result_line
+
+    results = {"output_throughput": 812.4, "p99_ttft_ms": 41.0, "p99_itl_ms": 9.1}
+    streamed = SimpleNamespace(short_id="1a2b3c4d", results={**results, "tunelab": {}})
+    assert result_line(streamed) == (
+        "trial 1a2b3c4d: 812 tok/s · TTFT p99 41.0 ms · ITL p99 9.1 ms"
+    )
+    streamed.results["tunelab"]["one_chunk_fraction"] = 0.49
+    assert "one piece" not in result_line(streamed)
+    starved = SimpleNamespace(
+        short_id="5e6f7a8b", results={**results, "tunelab": {"one_chunk_fraction": 0.83}}
+    )
+    assert result_line(starved).endswith(
+        "· ⚠ 83% of responses arrived in one piece: TTFT/ITL show a starved server"
+    )

@@ -321,10 +321,14 @@ def result_line(trial: Any) -> str:
         value = r.get(key)
         return "–" if not isinstance(value, int | float) else format(value, fmt)
 
-    return (
+    line = (
         f"trial {trial.short_id}: {num('output_throughput', '.0f')} tok/s · "
         f"TTFT p99 {num('p99_ttft_ms', '.1f')} ms · ITL p99 {num('p99_itl_ms', '.1f')} ms"
     )
+    from tuner.bench.metrics import delivery_warning  # aiohttp comes with it: not at start-up
+
+    warning = delivery_warning(r, short=True)
+    return f"{line} · ⚠ {warning}" if warning else line
 
 
 def _int(value: Any) -> int | None:

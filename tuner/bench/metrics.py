@@ -66,6 +66,55 @@ def tpot(rec: RequestRecord) -> float | None:
     return (rec.latency - rec.ttft) / (n - 1)
 
 
+# A decode step takes at least a fraction of a millisecond on any engine: chunks
+# closer together than this were read together, not produced that fast.
+SAME_READ_GAP_S = 1e-4
+
+
+def one_chunk_fraction(records: Sequence[RequestRecord]) -> float:
+    """Share of multi-token responses whose tokens all reached the client at once.
+
+    A starved API server (or a stalled client) hands over a whole response in
+    one piece; its TTFT is then the whole latency and its ITL and TPOT read 0,
+    which describes the starvation, not token-by-token streaming. Reported so a
+    result that looks impossibly smooth says why.
+    """
+    multi = [r for r in records if r.success and output_len(r) > 1]
+    if not multi:
+        return 0.0
+    bunched = sum(
+        1
+        for r in multi
+        if len(r.chunk_times) <= 1 or r.chunk_times[-1] - r.chunk_times[0] < SAME_READ_GAP_S
+    )
+    return bunched / len(multi)
+
+
+# From this share of one-piece responses on, the chunk metrics describe starvation.
+ONE_CHUNK_WARN = 0.5
+
+
+def delivery_warning(result: dict[str, Any], short: bool = False) -> str | None:
+    """What to tell the user when most responses of a result arrived in one piece.
+
+    Args:
+        result: A result dict (``BenchResult.to_dict()``, a trial's results).
+        short: One clause for a status line instead of the explanation.
+    """
+    block = result.get("tunelab")
+    share = block.get("one_chunk_fraction") if isinstance(block, dict) else None
+    if not isinstance(share, int | float) or share < ONE_CHUNK_WARN:
+        return None
+    if short:
+        return f"{share:.0%} of responses arrived in one piece: TTFT/ITL show a starved server"
+    return (
+        f"{share:.0%} of the responses arrived in one piece: the server held its output back "
+        "(on a small CPU machine its API server is starved by the engine's busy-polling "
+        "processes), so TTFT, TPOT and ITL describe that, not token-by-token streaming; "
+        "E2E latency and throughput still hold"
+    )
+
+
 def is_good(rec: RequestRecord, slo: dict[str, float]) -> bool:
     """Whether a successful request meets every objective (ms) in ``slo``.
 

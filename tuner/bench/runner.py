@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from tuner.bench.client import BenchClient, LiveCounters, RequestRecord, Transport, cancel_all
-from tuner.bench.metrics import compute_metrics, summarize_failures
+from tuner.bench.metrics import compute_metrics, one_chunk_fraction, summarize_failures
 from tuner.bench.progress import ProgressCallback, ProgressReporter
 from tuner.bench.prompts import (
     Prompt,
@@ -122,6 +122,7 @@ class BenchResult:
             "failure_examples": failures.examples,
             "server": self.server.to_dict(),
             "mean_queue_time_ms": (sum(queue) / len(queue) * 1000.0) if queue else 0.0,
+            "one_chunk_fraction": one_chunk_fraction(self.records),
             "chunks_per_output_token": (
                 sum(len(r.chunk_times) for r in ok) / max(1, self.metrics["total_output_tokens"])
             ),

@@ -180,6 +180,8 @@ def _print_table(result: BenchResult) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from tuner.bench.metrics import delivery_warning
+
     m = result.metrics
     d = result.to_dict()
     console = Console()
@@ -213,3 +215,6 @@ def _print_table(result: BenchResult) -> None:
         console.print(f"[red]failed: {count} × {kind}[/] — {example}")
     for note in result.server.notes:
         console.print(f"[yellow]server:[/] {note}")
+    warning = delivery_warning(d)
+    if warning:
+        console.print(f"[yellow]delivery:[/] {warning}")

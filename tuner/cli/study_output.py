@@ -105,6 +105,8 @@ def print_ab(report: ABReport) -> None:
     console.print(table)
     for failure in report.failures:
         console.print(f"[red]not measured[/]: {escape(failure)}")
+    for note in report.notes:
+        console.print(f"[yellow]delivery[/]: {escape(note)}")
     console.print(f"[bold]{escape(report.summary())}[/]")
 
 

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from tuner.bench.metrics import delivery_warning
 from tuner.studies.common import TrialRunner, study_name, value_of
 from tuner.studies.stats import DEFAULT_METRICS, Comparison, Verdict, compare, format_relative
 
@@ -67,6 +68,8 @@ class ABReport:
         trials: Trial ids per arm, in run order.
         failures: ``arm/repeat: reason`` for every trial that did not finish.
         a_config, b_config: The two configs (canonical form).
+        notes: ``arm/repeat: ...`` for every trial whose responses mostly
+            arrived in one piece, so its TTFT/TPOT/ITL rows read as what they are.
     """
 
     study: str
@@ -77,6 +80,7 @@ class ABReport:
     failures: list[str] = field(default_factory=list)
     a_config: dict[str, Any] = field(default_factory=dict)
     b_config: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def objective_row(self) -> Comparison | None:
@@ -103,6 +107,7 @@ class ABReport:
             "failures": self.failures,
             "a_config": self.a_config,
             "b_config": self.b_config,
+            "notes": self.notes,
         }
 
 
@@ -129,6 +134,11 @@ def build_report(
         for t in trials
         if t.arm in arms and value_of(t, objective) is None
     ]
+    notes = [
+        f"{t.arm}/{t.repeat}: {warning}"
+        for t in trials
+        if t.arm in arms and (warning := delivery_warning(t.results or {}, short=True))
+    ]
     names = [objective, *[m for m in metrics if m != objective]]
     rows: list[Comparison] = []
     for name in names:
@@ -149,6 +159,7 @@ def build_report(
         failures=failures,
         a_config=first_a,
         b_config=first_b,
+        notes=notes,
     )
 
 
