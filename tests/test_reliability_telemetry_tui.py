@@ -81,3 +81,22 @@ async def test_one_hung_and_one_failing_gpu_leave_the_rest_and_the_ui_working() 
             assert time.monotonic() - t0 < 5.0
     finally:
         gate.set()  # release the stuck "driver" thread
+
+
+async def test_a_telemetry_poll_after_the_gpu_panel_is_gone_is_skipped_not_raised() -> None:
+    """At quit the screen's widgets go before the app's timers stop; a poll then must not crash."""
+    from tui.widgets.gpu_panel import GpuPanel
+
+    app = TunelabApp(services=services(gpus=True, rate_hz=5.0))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_for(pilot, lambda: app.sampler is not None, what="the sampler")
+        await wait_for(pilot, lambda: len(app.main.query(GpuCell)) == 8, what="8 GPU cells")
+        snaps = app.sampler.latest()  # type: ignore[union-attr]
+        histories = [[] for _ in snaps]
+        assert app.main.show_telemetry(snaps, histories) is True
+        await app.main.query_one(GpuPanel).remove()
+        assert app.main.show_telemetry(snaps, histories) is False
+        app._last_tick = None  # force the next poll to try again
+        app._poll_telemetry()  # the timer's own path: no NoMatches escapes
+        await pilot.pause()
+        assert app.return_code is None  # still running, no crash

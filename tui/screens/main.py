@@ -18,6 +18,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
@@ -276,7 +277,11 @@ class MainScreen(Screen[None]):
 
     def show_telemetry(self, snaps: list[Any], histories: list[list[float]]) -> bool:
         """Hand the newest samples to the GPU panel; False if it could not show them all yet."""
-        return self.query_one(GpuPanel).show(snaps, histories)
+        try:
+            panel = self.query_one(GpuPanel)
+        except NoMatches:  # not composed yet, or torn down at quit while a poll was due
+            return False
+        return panel.show(snaps, histories)
 
 
 def model_line(info: Any, config: EngineConfig, target: Target) -> Text:
