@@ -21,10 +21,12 @@ from tui.messages import JobFinished, KnobChanged, RunEvent
 from tui.screens.compare import CompareScreen
 from tui.screens.confirm import ConfirmQuit
 from tui.screens.export import ExportScreen
-from tui.screens.results import ResultsScreen
+from tui.screens.results import ResultsScreen, study_trials
 from tui.widgets.findings_panel import FindingsPanel
 from tui.widgets.knob_panel import KnobPanel
 from tui.widgets.status_bar import StatusBar
+from tuner.studies.common import point_key, value_of
+from tuner.studies.stats import compare
 
 SMALL = {"in": "32", "out": "16", "n": "16", "conc": "8"}
 
@@ -178,13 +180,25 @@ async def test_ab_reads_the_verdict_and_export_writes_the_files(
         await pilot.pause()
         assert isinstance(app.screen, CompareScreen)
         table = app.screen.query_one(DataTable)
+        # The compare view pools every finished trial of each point: A is the
+        # baseline run plus its three A/B repeats, so its verdicts are the
+        # statistics' call on those 4 vs 3 samples (not the A/B report's 3 vs 3).
+        trials = study_trials(app)
+        by_id = {t.id: t for t in trials}
+        pools = {
+            arm_name: [t for t in trials if point_key(t) == point_key(by_id[ids[0]])]
+            for arm_name, ids in report.trials.items()
+        }
         for row_report in report.rows:
             row = table.get_row(row_report.metric)
-            if row_report.metric == "output_throughput":
-                assert "n=4" in str(row[1])  # the baseline run plus its three A/B repeats
-                assert "n=3" in str(row[2])
-                continue
-            assert str(row[4]) == str(row_report.verdict)
+            name = row_report.metric
+            xs = [v for t in pools["A"] if (v := value_of(t, name)) is not None]
+            ys = [v for t in pools["B"] if (v := value_of(t, name)) is not None]
+            assert f"n={len(xs)}" in str(row[1]) and f"n={len(ys)}" in str(row[2])
+            assert str(row[4]) == str(compare(name, xs, ys).verdict), name
+        throughput = table.get_row("output_throughput")
+        assert "n=4" in str(throughput[1])  # the baseline run plus its three A/B repeats
+        assert "n=3" in str(throughput[2])
         verdict_cell = str(table.get_row("output_throughput")[4])
         assert verdict_cell in {"A better", "no significant difference"}
         await pilot.press("escape")
