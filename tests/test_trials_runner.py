@@ -283,10 +283,17 @@ async def test_telemetry_window_of_the_slot_gpu(tmp_path: Path) -> None:
     assert out.gpu_names == ["Fake GPU 1"]
     assert tel["peak_vram_bytes"] == 20 * 1024**3
     assert tel["mean_power_w"] == pytest.approx(200.0)
-    assert tel["coverage"] >= 0.999
-    assert tel["energy_j"] == pytest.approx(200.0 * tel["duration_s"], rel=1e-6)
+    # Energy integrates the covered part of the window at the fake's constant 200 W. On a
+    # starved box the sample after the window's end can miss the runner's short wait
+    # (one CI run: coverage 0.72); then tokens per joule must be None, never a guess.
+    assert 0.5 < tel["coverage"] <= 1.0
+    covered_s = tel["coverage"] * tel["duration_s"]
+    assert tel["energy_j"] == pytest.approx(200.0 * covered_s, rel=1e-6)
     tokens = out.results["total_output_tokens"]  # type: ignore[index]
-    assert tel["tokens_per_joule"] == pytest.approx(tokens / tel["energy_j"])
+    if tel["coverage"] >= 0.999:
+        assert tel["tokens_per_joule"] == pytest.approx(tokens / tel["energy_j"])
+    else:
+        assert tel["tokens_per_joule"] is None
     # The window is the measured run: about the benchmark's own duration.
     assert tel["duration_s"] == pytest.approx(out.results["duration"], abs=0.3)  # type: ignore[index]
     assert store.get(out.id).telemetry == tel
