@@ -60,6 +60,7 @@ import pytest
 
 from tests.support.vllm_bench_serve import run_vllm_bench
 from tuner.bench import Workload, run_benchmark
+from tuner.bench.metrics import SAME_READ_GAP_S
 
 AGREE_REL = 0.15
 # The noise allowance never exceeds half the reference figure: however noisy
@@ -69,9 +70,9 @@ AGREE_ABS_MS = 3.0
 ROUNDS = 3
 MAX_ROUNDS = 6
 MIN_STREAMED = 2
-# A decode step takes milliseconds on any engine: a median gap under this is
-# chunks read together, not tokens produced that fast.
-COALESCED_ITL_MS = 0.1
+# A median gap under the bench's same-read gap is chunks read together, not
+# tokens produced that fast (the same bound as one_chunk_fraction's).
+COALESCED_ITL_MS = SAME_READ_GAP_S * 1000.0
 CHUNK_METRICS = ("median_ttft_ms", "median_itl_ms", "median_tpot_ms")
 PROMPTS = 96
 RATE = 20.0

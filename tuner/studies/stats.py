@@ -283,17 +283,6 @@ def welch_interval(
     return diff - half, diff + half, df
 
 
-def _interval(
-    a_samples: Sequence[float], b_samples: Sequence[float], scale: Scale, confidence: float
-) -> tuple[float, float, float | None]:
-    """Welch's interval on the chosen scale: on the logs for a ratio, raw for a difference."""
-    if scale is Scale.RATIO:
-        a_log = ArmStats.of([math.log(v) for v in a_samples])
-        b_log = ArmStats.of([math.log(v) for v in b_samples])
-        return welch_interval(a_log, b_log, confidence)
-    return welch_interval(ArmStats.of(a_samples), ArmStats.of(b_samples), confidence)
-
-
 def compare(
     metric: str,
     a_samples: Sequence[float],
@@ -336,12 +325,15 @@ def compare(
             "compare it on the difference scale"
         )
     used = scale or (Scale.RATIO if positive else Scale.DIFFERENCE)
-    low, high, df = _interval(a.samples, b.samples, used, confidence)
     diff = b.mean - a.mean
     if used is Scale.RATIO:
-        base = math.exp(statistics.fmean(math.log(v) for v in a.samples))
-        ratio = math.exp(statistics.fmean(math.log(v) for v in b.samples)) / base
-        rel: float | None = ratio - 1.0
+        # Welch on the logs: the interval of log(B/A); its mean difference is the
+        # log of the geometric-mean ratio.
+        a_log = ArmStats.of([math.log(v) for v in a.samples])
+        b_log = ArmStats.of([math.log(v) for v in b.samples])
+        low, high, df = welch_interval(a_log, b_log, confidence)
+        base = math.exp(a_log.mean)
+        rel: float | None = math.exp(b_log.mean - a_log.mean) - 1.0
         known = math.isfinite(low) and math.isfinite(high)
         rel_low: float | None = math.exp(low) - 1.0 if known else None
         rel_high: float | None = math.exp(high) - 1.0 if known else None
@@ -349,6 +341,7 @@ def compare(
         abs_high = base * rel_high if rel_high is not None else math.inf
         whole, zero = "change B/A", "0%"
     else:
+        low, high, df = welch_interval(a, b, confidence)
         scale_a = abs(a.mean)
         rel = (diff / scale_a) if scale_a else None
         rel_low = (low / scale_a) if scale_a else None
