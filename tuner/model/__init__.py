@@ -15,7 +15,8 @@ from tuner.model.fit import (
     fit,
     kv_bytes_per_token_per_gpu,
 )
-from tuner.model.info import AttentionKind, ModelError, ModelInfo, MoEInfo, from_config
+from tuner.model.info import AttentionKind, ModelError, ModelInfo, from_config
+from tuner.model.moe import MoEInfo
 from tuner.model.source import analyze, hub_offline
 
 __all__ = [

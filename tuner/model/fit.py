@@ -6,6 +6,17 @@ into KV cache. It refuses to start when one ``max-model-len`` sequence does not
 fit, and it serves fewer requests at once than ``max-num-seqs`` when their KV
 does not fit (reference 004 §5; reference 000 §Configure --max-num-seqs:
 "KV-cache token requirements are computed as max-num-seqs * max-model-len").
+
+Parallelism decides each GPU's share. Tensor parallelism splits weights and
+KV heads (MLA's latent KV is replicated on every TP rank); pipeline
+parallelism splits layers; data parallelism replicates the model per DP rank
+and gives each rank 1/DP of the requests (its own scheduler and its own
+``max-num-seqs``: vLLM ``config/parallel.py``, one engine core per DP rank).
+With ``--enable-expert-parallel`` the routed experts are sharded over all
+TP × DP ranks of a stage instead (EP size = TP × DP, vLLM
+``config/parallel.py`` / ``FusedMoEParallelConfig.make``), while attention,
+dense layers and shared experts stay replicated per DP rank (reference 001
+§Data Parallel Attention (advanced)).
 """
 
 from __future__ import annotations
@@ -20,9 +31,12 @@ GIB = 1024**3
 # Activation peak, CUDA/HIP graphs and allocator slack that vLLM's profiling
 # takes before the KV cache: typically 1-4 GiB per GPU for serving sizes.
 DEFAULT_OVERHEAD_BYTES = 2 * GIB
-# vLLM V1's default --max-num-seqs per reference 000 §Configure --max-num-seqs.
+# vLLM V1's default --max-num-seqs per reference 000 §Configure --max-num-seqs
+# on a >= 70 GiB GPU; callers pass tuner.knobs.defaults.batch_defaults' value.
 DEFAULT_MAX_NUM_SEQS = 1024
-DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
+# vLLM 0.32's default (vllm/config/cache.py line 102); 0.9 before, see
+# tuner.knobs.defaults.gpu_memory_utilization_default.
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
 
 
 @dataclass(frozen=True)
@@ -86,6 +100,22 @@ def kv_bytes_per_token_per_gpu(
     return math.ceil(per_token * heads_per_rank / info.num_kv_heads * layers_share)
 
 
+def weights_per_gpu(
+    info: ModelInfo,
+    *,
+    tensor_parallel_size: int = 1,
+    pipeline_parallel_size: int = 1,
+    data_parallel_size: int = 1,
+    expert_parallel: bool = False,
+) -> int:
+    """Weight bytes on one GPU: TP × PP split everything; EP adds DP to the routed experts' split."""
+    group = max(tensor_parallel_size, 1) * max(pipeline_parallel_size, 1)
+    routed = info.weight_bytes * info.routed_expert_share if info.is_moe else 0.0
+    rest = info.weight_bytes - routed
+    expert_group = group * (max(data_parallel_size, 1) if expert_parallel else 1)
+    return math.ceil(rest / group + routed / expert_group)
+
+
 def fit(
     info: ModelInfo,
     *,
@@ -94,6 +124,8 @@ def fit(
     gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
     tensor_parallel_size: int = 1,
     pipeline_parallel_size: int = 1,
+    data_parallel_size: int = 1,
+    expert_parallel: bool = False,
     max_num_seqs: int | None = None,
     max_model_len: int | None = None,
     kv_cache_dtype: str | None = "auto",
@@ -109,19 +141,27 @@ def fit(
         gpu_memory_utilization: vLLM's share of it.
         tensor_parallel_size: TP size; weights and KV heads split across it.
         pipeline_parallel_size: PP size; layers split across it.
-        max_num_seqs: Concurrent sequences (default 1024, vLLM V1's).
+        data_parallel_size: DP size; each rank holds the whole (non-EP) model and
+            1/DP of ``tokens_needed``.
+        expert_parallel: ``--enable-expert-parallel``: routed experts split over TP × DP.
+        max_num_seqs: Concurrent sequences per DP rank (default 1024, vLLM V1's).
         max_model_len: Longest sequence (default: the model's max positions).
         kv_cache_dtype: ``auto`` or ``fp8``/``fp8_e4m3``/``fp8_e5m2`` (1 byte).
-        tokens_needed: The workload's real need (concurrency × (input + output));
-            default max_num_seqs × max_model_len.
+        tokens_needed: The workload's real need over all DP ranks (concurrency ×
+            (input + output)); default max_num_seqs × max_model_len per rank.
         overhead_bytes_per_gpu: Reserve for activations and graphs.
     """
     del gpus  # the rules compare TP×PP with the GPU count; the estimate is per GPU
-    group = max(tensor_parallel_size, 1) * max(pipeline_parallel_size, 1)
     seqs = max_num_seqs or DEFAULT_MAX_NUM_SEQS
     length = max_model_len or info.max_position_embeddings or 8192
     usable = int(vram_bytes_per_gpu * gpu_memory_utilization)
-    weights = math.ceil(info.weight_bytes / group)
+    weights = weights_per_gpu(
+        info,
+        tensor_parallel_size=tensor_parallel_size,
+        pipeline_parallel_size=pipeline_parallel_size,
+        data_parallel_size=data_parallel_size,
+        expert_parallel=expert_parallel,
+    )
     budget = usable - weights - overhead_bytes_per_gpu
     per_token = max(
         kv_bytes_per_token_per_gpu(
@@ -130,7 +170,8 @@ def fit(
         1,
     )
     fit_tokens = max(budget, 0) // per_token
-    need = tokens_needed if tokens_needed is not None else seqs * length
+    dp = max(data_parallel_size, 1)
+    need = math.ceil(tokens_needed / dp) if tokens_needed is not None else seqs * length
     return FitEstimate(
         usable_bytes_per_gpu=usable,
         weights_bytes_per_gpu=weights,

@@ -13,6 +13,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from tuner.model.moe import MoEInfo, first_int, moe_from_config
 from tuner.model.params import estimate_params, quantized_bits
 
 # Bytes per element for the dtypes configs name.
@@ -43,28 +44,6 @@ class AttentionKind(StrEnum):
     GQA = "GQA"  # fewer KV heads than query heads, more than one
     MQA = "MQA"  # one KV head
     MLA = "MLA"  # multi-head latent attention (DeepSeek): a compressed latent per token
-
-
-@dataclass(frozen=True)
-class MoEInfo:
-    """Mixture-of-experts shape.
-
-    Attributes:
-        num_experts: Routed experts per MoE layer.
-        experts_per_token: Routed experts each token activates.
-        shared_experts: Always-on experts per MoE layer (DeepSeek, Qwen2-MoE).
-        moe_layers: How many decoder layers are MoE layers.
-    """
-
-    num_experts: int
-    experts_per_token: int
-    shared_experts: int = 0
-    moe_layers: int = 0
-
-    @property
-    def activation_density(self) -> float:
-        """Share of routed experts a token uses (reference 001 §Parallelism strategies)."""
-        return self.experts_per_token / self.num_experts if self.num_experts else 0.0
 
 
 @dataclass
@@ -98,6 +77,8 @@ class ModelInfo:
         weight_bytes: Bytes of the weights as stored.
         weights_source: How weight_bytes was found: safetensors, index, hub-metadata, config-estimate.
         params_source: How param_count was found: safetensors, hub-metadata, config-estimate.
+        routed_expert_share: Share of weight_bytes in routed experts (config estimate):
+            what expert parallelism shards across ranks; 0 for dense models.
         notes: Anything the user should know about these figures.
         config: The raw config dict.
     """
@@ -128,6 +109,7 @@ class ModelInfo:
     weight_bytes: int
     weights_source: str
     params_source: str
+    routed_expert_share: float = 0.0
     notes: list[str] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -204,6 +186,7 @@ class ModelInfo:
             "active_param_count": self.active_param_count,
             "weight_bytes": self.weight_bytes,
             "weights_source": self.weights_source,
+            "routed_expert_share": round(self.routed_expert_share, 4),
             "kv_bytes_per_token": self.kv_bytes_per_token(),
             "notes": list(self.notes),
         }
@@ -219,14 +202,6 @@ def kv_element_bytes(kv_cache_dtype: str | None, model_dtype: str) -> float:
     return DTYPE_BYTES.get(kv, 2)
 
 
-def _first_int(cfg: dict[str, Any], *keys: str) -> int | None:
-    for key in keys:
-        value = cfg.get(key)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    return None
-
-
 def text_config(cfg: dict[str, Any]) -> dict[str, Any]:
     """The language-model part of a config (multimodal configs nest it)."""
     inner = cfg.get("text_config")
@@ -237,35 +212,6 @@ def text_config(cfg: dict[str, Any]) -> dict[str, Any]:
                 merged[key] = cfg[key]
         return merged
     return cfg
-
-
-def moe_from_config(cfg: dict[str, Any], num_layers: int) -> MoEInfo | None:
-    """The MoE shape, or None for a dense model (per-family key names handled here)."""
-    experts = _first_int(
-        cfg, "n_routed_experts", "num_local_experts", "num_experts", "moe_num_experts"
-    )
-    per_tok = _first_int(
-        cfg, "num_experts_per_tok", "experts_per_token", "moe_topk", "num_experts_per_token"
-    )
-    if not experts or experts <= 1 or not per_tok:
-        return None
-    shared = _first_int(cfg, "n_shared_experts") or 0
-    if not shared and (cfg.get("shared_expert_intermediate_size") or 0) > 0:
-        shared = 1
-    return MoEInfo(experts, per_tok, shared, len(moe_layer_indices(cfg, num_layers)))
-
-
-def moe_layer_indices(cfg: dict[str, Any], num_layers: int) -> list[int]:
-    """Which decoder layers hold experts (DeepSeek dense prefix, Qwen sparse step)."""
-    if "first_k_dense_replace" in cfg or "moe_layer_freq" in cfg:
-        first = int(cfg.get("first_k_dense_replace") or 0)
-        freq = int(cfg.get("moe_layer_freq") or 1)
-        return [i for i in range(num_layers) if i >= first and i % freq == 0]
-    if "decoder_sparse_step" in cfg or "mlp_only_layers" in cfg:
-        step = int(cfg.get("decoder_sparse_step") or 1)
-        dense = set(cfg.get("mlp_only_layers") or [])
-        return [i for i in range(num_layers) if i not in dense and (i + 1) % step == 0]
-    return list(range(num_layers))
 
 
 def kv_scales_static(qcfg: dict[str, Any]) -> bool:
@@ -311,8 +257,8 @@ def from_config(raw: dict[str, Any], *, name: str, source: str, path: Path | Non
     hidden = int(cfg["hidden_size"])
     heads = int(cfg["num_attention_heads"])
     kv_heads = int(cfg.get("num_key_value_heads") or heads)
-    kv_lora = _first_int(cfg, "kv_lora_rank")
-    rope = _first_int(cfg, "qk_rope_head_dim")
+    kv_lora = first_int(cfg, "kv_lora_rank")
+    rope = first_int(cfg, "qk_rope_head_dim")
     if kv_lora:
         attention = AttentionKind.MLA
         head_dim = int((cfg.get("qk_nope_head_dim") or 0) + (rope or 0)) or hidden // heads
@@ -351,6 +297,7 @@ def from_config(raw: dict[str, Any], *, name: str, source: str, path: Path | Non
         skip = " ".join(str(m) for m in qcfg.get("modules_to_not_convert") or [])
         quantized = est.mlp_linear if "self_attn" in skip else est.quantizable
         weight_bytes = int(quantized * wbits / 8 + (est.total - quantized) * elem)
+    routed_bytes = est.routed_experts * (wbits / 8 if wbits is not None else elem)
     return ModelInfo(
         name=name,
         source=source,
@@ -366,7 +313,7 @@ def from_config(raw: dict[str, Any], *, name: str, source: str, path: Path | Non
         kv_lora_rank=kv_lora,
         qk_rope_head_dim=rope if kv_lora else None,
         vocab_size=int(cfg.get("vocab_size") or 0),
-        max_position_embeddings=_first_int(cfg, "max_position_embeddings"),
+        max_position_embeddings=first_int(cfg, "max_position_embeddings"),
         moe=moe,
         is_gpt_oss=gpt_oss,
         sliding_window=window,
@@ -378,6 +325,7 @@ def from_config(raw: dict[str, Any], *, name: str, source: str, path: Path | Non
         weight_bytes=weight_bytes,
         weights_source="config-estimate",
         params_source="config-estimate",
+        routed_expert_share=min(routed_bytes / weight_bytes, 1.0) if weight_bytes else 0.0,
         notes=notes,
         config=raw,
     )

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from tuner.model.info import MoEInfo
+from tuner.model.moe import MoEInfo, moe_layer_indices
 
 
 @dataclass(frozen=True)
@@ -26,12 +25,15 @@ class ParamEstimate:
         active: Parameters one token uses (routed experts beyond top-k left out).
         attention_linear: Attention projection weights over all layers.
         mlp_linear: Dense MLP, shared and routed expert projection weights.
+        routed_experts: Routed expert weights (projections and their biases): the
+            part expert parallelism shards across ranks; the rest is replicated.
     """
 
     total: int
     active: int
     attention_linear: int
     mlp_linear: int
+    routed_experts: int = 0
 
     @property
     def quantizable(self) -> int:
@@ -96,12 +98,12 @@ def estimate_params(cfg: dict[str, Any], moe: MoEInfo | None) -> ParamEstimate:
         cfg: The (text) config dict.
         moe: The MoE shape from the same config, None for dense models.
     """
-    from tuner.model.info import moe_layer_indices
-
     layers = _i(cfg, "num_hidden_layers")
     hidden = _i(cfg, "hidden_size")
     vocab = _i(cfg, "vocab_size")
-    inter = _i(cfg, "intermediate_size")
+    # Llama 4 names its dense MLP width intermediate_size_mlp; intermediate_size
+    # is the expert width there (vLLM llama4.py lines 100 and 352).
+    inter = _i(cfg, "intermediate_size_mlp") or _i(cfg, "intermediate_size")
     gpt_oss = cfg.get("model_type") == "gpt_oss"
     embed = vocab * hidden
     lm_head = 0 if cfg.get("tie_word_embeddings") else vocab * hidden
@@ -114,6 +116,7 @@ def estimate_params(cfg: dict[str, Any], moe: MoEInfo | None) -> ParamEstimate:
     mlp_linear = 0
     other = embed + lm_head + hidden + layers * (attn_other + norms_per_layer)
     inactive = 0
+    routed = 0
     for layer in range(layers):
         if layer not in moe_idx or moe is None:
             mlp_linear += dense_mlp
@@ -124,7 +127,9 @@ def estimate_params(cfg: dict[str, Any], moe: MoEInfo | None) -> ParamEstimate:
             per_expert_bias = 2 * e_inter + hidden
             other += moe.num_experts * per_expert_bias + moe.num_experts  # + router bias
             inactive += (moe.num_experts - moe.experts_per_token) * per_expert_bias
+            routed += moe.num_experts * per_expert_bias
         mlp_linear += moe.num_experts * per_expert
+        routed += moe.num_experts * per_expert
         other += hidden * moe.num_experts  # router
         inactive += (moe.num_experts - moe.experts_per_token) * per_expert
         shared_inter = _i(cfg, "shared_expert_intermediate_size")
@@ -139,6 +144,7 @@ def estimate_params(cfg: dict[str, Any], moe: MoEInfo | None) -> ParamEstimate:
         active=total - inactive,
         attention_linear=total_attn_linear,
         mlp_linear=mlp_linear,
+        routed_experts=routed,
     )
 
 

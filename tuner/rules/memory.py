@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 
-from tuner.model.fit import GIB, fit
+from tuner.knobs.defaults import batch_defaults, gpu_memory_utilization_default
+from tuner.model.fit import GIB, FitEstimate, fit, weights_per_gpu
 from tuner.model.info import ModelInfo, from_config
 from tuner.rules.base import Context, rule
 from tuner.rules.facts import MAX_RECOMMENDED_UTILIZATION, R0, R4
@@ -50,46 +51,110 @@ def _with_online_quantization(ctx: Context) -> ModelInfo:
     return replace(ctx.model, weight_bytes=quantized.weight_bytes)
 
 
-@rule("memory-fit")
-def memory_fit(ctx: Context) -> Iterator[Finding]:
-    """Weights + KV must fit VRAM × gpu-memory-utilization."""
-    if ctx.model is None or not ctx.target.vram_gib or ctx.platform == "cpu":
-        return
-    util = float(ctx.value(UTIL, 0.9) or 0.9)
-    need = None
-    if ctx.workload and ctx.workload.concurrency:
-        per_request = ctx.workload.sequence_len or ctx.max_model_len
-        need = per_request * ctx.workload.concurrency if per_request else None
-    model = _with_online_quantization(ctx)
-    est = fit(
+def utilization(ctx: Context) -> float:
+    """The config's gpu-memory-utilization, else the target release's default (0.92 from 0.32)."""
+    if ctx.is_set(UTIL):
+        try:
+            return float(ctx.value(UTIL))
+        except (TypeError, ValueError):
+            pass
+    return gpu_memory_utilization_default(ctx.target.vllm_version)
+
+
+def default_max_num_seqs(ctx: Context) -> int:
+    """max-num-seqs as set, else vLLM's default for this release and device (arg_utils.py)."""
+    seqs = ctx.int_value("max-num-seqs")
+    if seqs:
+        return seqs
+    plat = ctx.platform or "cuda"
+    return batch_defaults(ctx.target.vllm_version or "", plat, ctx.target.vram_gib).max_num_seqs
+
+
+def _estimate(ctx: Context, model: ModelInfo, need: int | None) -> FitEstimate:
+    assert ctx.target.vram_gib is not None
+    return fit(
         model,
         gpus=ctx.target.gpus,
         vram_bytes_per_gpu=int(ctx.target.vram_gib * GIB),
-        gpu_memory_utilization=util,
+        gpu_memory_utilization=utilization(ctx),
         tensor_parallel_size=ctx.tp,
         pipeline_parallel_size=ctx.pp,
-        max_num_seqs=ctx.int_value("max-num-seqs"),
+        data_parallel_size=ctx.dp,
+        expert_parallel=ctx.flag("enable-expert-parallel", False),
+        max_num_seqs=default_max_num_seqs(ctx),
         max_model_len=ctx.max_model_len,
         kv_cache_dtype=str(ctx.value("kv-cache-dtype", "auto") or "auto"),
         tokens_needed=need,
     )
+
+
+def _weights_fix(ctx: Context, model: ModelInfo, est: FitEstimate) -> dict[str, object] | None:
+    """The smallest change that makes the weights fit: a larger TP, or EP for a MoE under DP."""
+    room = est.usable_bytes_per_gpu - est.overhead_bytes_per_gpu
+    ep = ctx.flag("enable-expert-parallel", False)
+    if model.is_moe and ctx.dp > 1 and not ep:
+        shared = weights_per_gpu(
+            model,
+            tensor_parallel_size=ctx.tp,
+            pipeline_parallel_size=ctx.pp,
+            data_parallel_size=ctx.dp,
+            expert_parallel=True,
+        )
+        if shared < room:
+            return {"enable-expert-parallel": True}
+    for tp in (2, 4, 8):
+        if tp > ctx.tp and tp * ctx.pp * ctx.dp <= ctx.target.gpus:
+            per_gpu = weights_per_gpu(
+                model,
+                tensor_parallel_size=tp,
+                pipeline_parallel_size=ctx.pp,
+                data_parallel_size=ctx.dp,
+                expert_parallel=ep,
+            )
+            if per_gpu < room:
+                return {"tensor-parallel-size": tp}
+    return None
+
+
+def _layout(ctx: Context) -> str:
+    parts = [f"TP {ctx.tp}"]
+    if ctx.pp > 1:
+        parts.append(f"PP {ctx.pp}")
+    if ctx.dp > 1:
+        parts.append(f"DP {ctx.dp}")
+    if ctx.flag("enable-expert-parallel", False):
+        parts.append("EP")
+    return ", ".join(parts)
+
+
+@rule("memory-fit")
+def memory_fit(ctx: Context) -> Iterator[Finding]:
+    """Weights + KV must fit VRAM × gpu-memory-utilization, per GPU of the TP × PP × DP (EP) layout."""
+    if ctx.model is None or not ctx.target.vram_gib or ctx.platform == "cpu":
+        return
+    util = utilization(ctx)
+    need = None
+    per_request = ctx.workload.sequence_len if ctx.workload else None
+    if ctx.workload and ctx.workload.concurrency:
+        per_request = per_request or ctx.max_model_len
+        need = per_request * ctx.workload.concurrency if per_request else None
+    model = _with_online_quantization(ctx)
+    est = _estimate(ctx, model, need)
     knobs = ("tensor-parallel-size", UTIL, "max-model-len")
     if not est.weights_fit:
-        group = ctx.tp * ctx.pp
-        fix = None
-        for tp in (2, 4, 8):
-            if tp > group and tp * ctx.pp * ctx.dp <= ctx.target.gpus:
-                per_gpu = model.weight_bytes / (tp * ctx.pp)
-                if per_gpu + est.overhead_bytes_per_gpu < est.usable_bytes_per_gpu:
-                    fix = {"tensor-parallel-size": tp}
-                    break
+        fix = _weights_fix(ctx, model, est)
+        if fix is None:
+            advice = "use more GPUs or a quantized model"
+        elif "enable-expert-parallel" in fix:
+            advice = "enable expert parallelism so the routed experts are split over the DP ranks"
+        else:
+            advice = "raise tensor-parallel-size"
         yield Finding(
             Severity.ERROR,
-            knobs,
+            knobs + (("enable-expert-parallel",) if model.is_moe else ()),
             f"{ctx.model.short_name} needs {_gib(est.weights_bytes_per_gpu)} of weights per GPU at "
-            f"TP {ctx.tp}, more than the {_gib(est.usable_bytes_per_gpu)} vLLM may use "
-            f"({ctx.target.vram_gib:g} GiB x {util:g}); "
-            + ("raise tensor-parallel-size" if fix else "use more GPUs or a quantized model"),
+            f"{_layout(ctx)}, more than the {_gib(est.usable_bytes_per_gpu)} vLLM may use "
+            f"({ctx.target.vram_gib:g} GiB x {util:g}); {advice}",
             FIT_SOURCE,
             fix,
         )
@@ -108,12 +173,15 @@ def memory_fit(ctx: Context) -> Iterator[Finding]:
         return
     if not est.fits:
         what = "the workload" if need is not None else "max-num-seqs x max-model-len"
+        per_rank = " per DP rank" if ctx.dp > 1 else ""
+        length = per_request or est.max_model_len
+        kind = "workload-length" if per_request else "full-length"
         yield Finding(
             Severity.WARNING if need is not None else Severity.ADVICE,
             ("max-num-seqs", "max-model-len", UTIL),
             f"the KV cache holds about {est.kv_tokens_fit:,} tokens per GPU but {what} asks for "
-            f"{est.tokens_needed:,}; vLLM will run at most ~{est.max_concurrent_sequences} "
-            "full-length sequences at once and queue the rest",
+            f"{est.tokens_needed:,}{per_rank}; vLLM will run at most ~{est.kv_tokens_fit // length} "
+            f"{kind} sequences ({length:,} tokens) at once{per_rank} and queue the rest",
             f"{R0} §Configure --max-num-seqs",
             None,
         )
