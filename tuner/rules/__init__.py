@@ -4,7 +4,8 @@
 module per theme: AITER, attention, CUDA graphs, quantization, batching,
 memory, parallelism, environment) and returns findings sorted errors first.
 A rule that crashes becomes an internal warning finding, so a bug in one rule
-can never block a run or hide the others.
+can never block a run or hide the others. Sources come back with reference
+documents named by title (:func:`tuner.knobs.references.cite`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import traceback
 from dataclasses import replace
 
 from tuner.config import EngineConfig
+from tuner.knobs.references import cite
 from tuner.model.info import ModelInfo
 from tuner.rules import (
     aiter,
@@ -75,7 +77,11 @@ def check(
                 )
             )
             continue
-        findings.extend(f if f.rule else replace(f, rule=item.id) for f in produced)
+        # Sources name reference files in code; users read the documents' titles.
+        findings.extend(
+            replace(f, rule=f.rule or item.id, source=cite(f.source), message=cite(f.message))
+            for f in produced
+        )
     findings.sort(key=lambda f: f.severity.rank)
     return findings
 

@@ -1,5 +1,8 @@
 """Batching rules: chunked prefill vs max-num-batched-tokens, max-model-len vs workload, MBT by goal.
 
+The MBT direction follows vLLM (lower: better ITL; higher: better TTFT), not
+the contradicting guidance list of 000; see :func:`mbt_by_goal`.
+
 max-num-batched-tokens (MBT) trades time-to-first-token against inter-token
 latency (000 §Configure --max-num-batched-tokens); with chunked prefill off it
 must also hold a whole prompt, and max-model-len must hold a whole request.
@@ -9,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from tuner.knobs.defaults import batch_defaults
 from tuner.rules.base import Context, rule
 from tuner.rules.facts import R0
-from tuner.rules.types import Finding, Severity
+from tuner.rules.types import GOALS, Finding, Severity
 
 MBT = "max-num-batched-tokens"
 MBT_SOURCE = f"{R0} §Configure --max-num-batched-tokens"
@@ -72,34 +76,69 @@ def max_model_len_over_model(ctx: Context) -> Iterator[Finding]:
     )
 
 
-# (low, high) MBT band per goal; None = unbounded (000 §Configure --max-num-batched-tokens).
-_GOAL_BANDS: dict[str, tuple[int | None, int | None, str]] = {
-    "interactive": (None, 16384, "keep MBT at 8k-16k or below for low time-to-first-token"),
-    "streaming": (16384, 32768, "MBT 16k-32k suits streaming (low inter-token latency)"),
-    "offline": (32768, None, "MBT of 32k or more suits offline throughput"),
-}
+SWEEP_HINT = f"tunelab sweep {MBT}=2048,4096,8192,16384,32768"
+
+
+def effective_mbt(ctx: Context) -> tuple[int, str]:
+    """MBT as set, else vLLM's default for the target release and GPU memory, and how it was found."""
+    mbt = ctx.int_value(MBT)
+    if mbt:
+        return mbt, "set"
+    plat = ctx.platform or "cuda"
+    world = ctx.tp * ctx.pp
+    got = batch_defaults(ctx.target.vllm_version or "", plat, ctx.target.vram_gib, world_size=world)
+    where = f"vLLM {ctx.target.vllm_version or '(current)'} default on {got.tier} GPUs"
+    if plat == "cpu":
+        where = f"vLLM {ctx.target.vllm_version or '(current)'} default on CPU"
+    return got.max_num_batched_tokens, where
 
 
 @rule("mbt-by-goal")
 def mbt_by_goal(ctx: Context) -> Iterator[Finding]:
-    """MBT guidance by goal: interactive ≤ 8-16k, streaming 16-32k, offline ≥ 32k."""
+    """MBT by goal, in vLLM's direction: lower → better ITL, higher → better TTFT and throughput.
+
+    vLLM's docs (docs/configuration/optimization.md, "Performance tuning with
+    chunked prefill") and the first bullets of 000 §Configure
+    --max-num-batched-tokens agree: lower values improve ITL, higher values
+    TTFT. The same section's guidance list (streaming 16k-32k) and its quick
+    recipes (streaming 32k-64k, 000 §Backend choice quick recipes) say the
+    opposite for streaming, so the reference contradicts itself; tunelab
+    follows vLLM and points to a sweep. The default is not one number:
+    ``tuner.knobs.defaults.batch_defaults`` (vLLM arg_utils.py get_batch_defaults).
+    """
     goal = (ctx.workload.goal or "").lower() if ctx.workload else ""
-    if goal not in _GOAL_BANDS:
+    if goal not in GOALS or ctx.platform == "cpu":
         return
-    mbt = ctx.int_value(MBT, 8192)
-    if mbt is None:
-        return
-    low, high, text = _GOAL_BANDS[goal]
-    if low is not None and mbt < low:
-        fix = low
-    elif high is not None and mbt > high:
-        fix = 8192 if goal == "interactive" else high
-    else:
-        return
-    yield Finding(
-        Severity.ADVICE,
-        (MBT,),
-        f"{MBT} is {mbt} for the {goal} goal: {text}",
-        MBT_SOURCE,
-        {MBT: fix},
-    )
+    mbt, how = effective_mbt(ctx)
+    shown = f"{MBT} is {mbt}" + ("" if how == "set" else f" ({how})")
+    sweep = f"; that guide disagrees with itself here, so measure: {SWEEP_HINT}"
+    if goal == "streaming" and mbt > 8192:
+        yield Finding(
+            Severity.ADVICE,
+            (MBT,),
+            f"{shown} for the streaming goal: a lower MBT gives better inter-token latency (less "
+            "prefill interrupting each decode step: vLLM's docs and the first bullets of "
+            f"{R0} §Configure --max-num-batched-tokens), although its guidance list says "
+            f"16k-32k{sweep}",
+            MBT_SOURCE + "; vLLM docs/configuration/optimization.md §Chunked prefill",
+            {MBT: 8192},
+        )
+    elif goal == "interactive" and mbt < 8192:
+        yield Finding(
+            Severity.ADVICE,
+            (MBT,),
+            f"{shown} for the interactive goal: a prompt longer than MBT takes several scheduler "
+            f"steps to prefill, so time to first token grows; 8192 ({R0}: 8k-16k) is a better "
+            f"start{sweep}",
+            MBT_SOURCE,
+            {MBT: 8192},
+        )
+    elif goal == "offline" and mbt < 32768:
+        yield Finding(
+            Severity.ADVICE,
+            (MBT,),
+            f"{shown} for the offline goal: MBT of 32k or more suits offline throughput "
+            f"(diminishing returns beyond ~32k); confirm with {SWEEP_HINT}",
+            MBT_SOURCE,
+            {MBT: 32768},
+        )
