@@ -29,7 +29,8 @@ from typing import Any
 
 from tuner.trials.model import Trial, TrialStatus
 
-SCHEMA_VERSION = 1
+# 2: the study_settings table (a study's chosen baseline; tuner.lab.study).
+SCHEMA_VERSION = 2
 DB_NAME = "tunelab.db"
 BUSY_TIMEOUT_S = 30.0
 
@@ -94,6 +95,13 @@ CREATE TABLE IF NOT EXISTS trials (
 );
 CREATE INDEX IF NOT EXISTS trials_study ON trials(study);
 CREATE INDEX IF NOT EXISTS trials_status ON trials(status);
+CREATE TABLE IF NOT EXISTS study_settings (
+    study TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (study, key)
+);
 """
 
 
@@ -399,6 +407,30 @@ class TrialStore:
             for name, e in grouped.items()
         ]
         return sorted(out, key=lambda s: s.first_at)
+
+    # -- per-study settings --------------------------------------------------------
+    def study_setting(self, study: str, key: str) -> str | None:
+        """A value kept for ``study`` (e.g. its baseline trial id), None if never set."""
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT value FROM study_settings WHERE study = ? AND key = ?", (study, key)
+            ).fetchone()
+        return None if row is None else str(row["value"])
+
+    def set_study_setting(self, study: str, key: str, value: str | None) -> None:
+        """Keeps ``value`` for ``study`` across sessions (None removes it)."""
+        with self._write() as conn:
+            if value is None:
+                conn.execute(
+                    "DELETE FROM study_settings WHERE study = ? AND key = ?", (study, key)
+                )
+            else:
+                conn.execute(
+                    "INSERT INTO study_settings (study, key, value, updated_at) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT(study, key) DO UPDATE SET value = excluded.value, "
+                    "updated_at = excluded.updated_at",
+                    (study, key, value, time.time()),
+                )
 
     # -- export ------------------------------------------------------------------
     def export_json(self, study: str | None = None) -> str:

@@ -1,0 +1,132 @@
+"""The application layer (tuner.lab): one answer per decision, kept where it must survive.
+
+These are the decisions the CLI and the TUI both render; each test pins the
+rule the faces used to disagree about.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from tuner.bench.workload import Workload, WorkloadError
+from tuner.config import EngineConfig
+from tuner.lab.config import ConfigInputError, build_config
+from tuner.lab.study import BaselineChoice, ComparisonSource, Study
+from tuner.lab.target import with_node_gpus
+from tuner.lab.values import ValueTextError, parse_bool, parse_rate
+from tuner.lab.workload import workload_from_texts, workload_texts
+from tuner.rules import Target
+from tuner.studies.ab import build_report
+from tuner.studies.stats import Verdict
+from tuner.trials.model import Trial, TrialStatus
+from tuner.trials.store import TrialStore
+
+W = Workload(input_len=32, output_len=16, num_prompts=8, concurrency=4)
+
+
+def _trial(mns: int, tput: float, study: str = "s", **kw: object) -> Trial:
+    return Trial(
+        config=EngineConfig(model="m", engine={"max-num-seqs": mns}),
+        workload=W,
+        study=study,
+        status=TrialStatus.DONE,
+        results={"output_throughput": tput, "completed": 8},
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+@pytest.mark.parametrize("text", ["inf", "Infinity", " INF ", ""])
+def test_one_rate_parser_takes_every_spelling_of_infinity(text: str) -> None:
+    assert math.isinf(parse_rate(text))
+    assert math.isinf(workload_from_texts({"request_rate": text}).request_rate)
+
+
+@pytest.mark.parametrize("text", ["fast", "0", "-1", "nan"])
+def test_a_bad_rate_says_what_a_rate_is(text: str) -> None:
+    with pytest.raises(ValueTextError, match="rate"):
+        parse_rate(text)
+    with pytest.raises(WorkloadError, match="rate"):
+        workload_from_texts({"request_rate": text})
+
+
+def test_workload_texts_read_back_as_the_same_workload() -> None:
+    w = Workload(input_len=7, output_len=9, num_prompts=3, concurrency=None, request_rate=2.5,
+                 slo={"ttft": 500.0}, warmup_requests=2)  # fmt: skip
+    assert workload_from_texts(workload_texts(w), warmup=2) == w
+
+
+def test_bool_parser() -> None:
+    assert parse_bool("On") is True and parse_bool("0") is False and parse_bool(True) is True
+    with pytest.raises(ValueTextError):
+        parse_bool("maybe")
+
+
+def test_config_from_model_and_items_and_bad_item() -> None:
+    config = build_config(None, "org/model", ["max-num-seqs=8", "CUDA_VISIBLE_DEVICES=1"])
+    assert config.model == "org/model"
+    assert config.engine["max-num-seqs"] == 8 and config.env["CUDA_VISIBLE_DEVICES"] == "1"
+    with pytest.raises(ConfigInputError, match="max-num-seqs"):
+        build_config(None, "org/model", ["max-num-seqs=abc"])
+    assert build_config(None, None).model == ""  # check's no-model case
+
+
+def test_telemetry_vram_wins_over_introspection_but_not_over_a_given_target() -> None:
+    seen = Target("0.32.0", "cuda", gpus=1, vram_gib=40.0)
+    assert with_node_gpus(seen, 8, 192.0).vram_gib == 192.0
+    assert with_node_gpus(seen, 8, None).vram_gib == 40.0
+    given = Target("0.32.0", "cuda", gpus=2, vram_gib=80.0, note="given")
+    assert with_node_gpus(given, 8, 192.0) == given
+
+
+def test_baseline_is_kept_per_study_across_store_reopens(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    first, second = _trial(64, 100.0), _trial(2, 50.0)
+    with TrialStore(path) as store:
+        for t in (first, second, _trial(8, 70.0, study="other")):
+            store.add(t)
+        study = Study(store, "s")
+        assert study.baseline() == study.baseline() and study.baseline().how is BaselineChoice.FIRST
+        study.mark_baseline(second.id)
+    with TrialStore(path) as store:  # a new session
+        chosen = Study(store, "s").baseline()
+        assert chosen is not None and chosen.trial.id == second.id
+        assert chosen.how is BaselineChoice.MARKED
+        assert Study(store, "other").baseline().how is BaselineChoice.FIRST
+
+
+def test_compare_never_picks_the_baseline_config_and_uses_the_ab_when_there_is_one(
+    tmp_path: Path,
+) -> None:
+    base = _trial(64, 100.0)
+    ab = [
+        _trial(64, 101.0, arm="A", repeat=0),
+        _trial(2, 50.0, arm="B", repeat=0),
+        _trial(2, 52.0, arm="B", repeat=1),
+        _trial(64, 99.0, arm="A", repeat=1),
+    ]
+    with TrialStore(tmp_path / "t.db") as store:
+        for t in (base, *ab):
+            store.add(t)
+        study = Study(store, "s")
+        # The ★ row itself selected: the pick is another config, never the baseline.
+        other = study.pick_other(base, base.id)
+        assert other is not None and other.config_id != base.config_id
+        # Before any A/B is remembered the view pools (and says so): 3 vs 2 samples.
+        pooled = study.compare(base, other)
+        assert pooled.source is ComparisonSource.POOLED
+        assert [len(pooled.a), len(pooled.b)] == [3, 2]
+        assert base.short_id in pooled.provenance()
+        report = build_report(ab, study="s", objective="output_throughput")
+        study.remember_ab(report)
+        chosen = study.compare(base, other)
+        assert chosen.source is ComparisonSource.AB
+        assert chosen.report.to_dict() == report.to_dict()  # the A/B's verdict, not re-pooled
+        assert base.short_id not in chosen.provenance()
+        trial, statement = study.export_choice()
+        assert report.summary() in statement
+        # B is slower: the export keeps the baseline config (arm A).
+        assert report.verdict is not Verdict.B_BETTER
+        assert trial is not None and trial.config_id == base.config_id

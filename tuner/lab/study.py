@@ -1,0 +1,243 @@
+"""Study queries: a study's trials, its baseline, the A/B verdict, the pick to compare, the winner.
+
+Every face asks these questions of the same functions, so the Run panel, the
+compare view, the export dialog and ``tunelab ab --json`` cannot disagree:
+
+- **The verdict** of two configs is :func:`tuner.studies.ab.build_report` and
+  nothing else. When the study holds an A/B of exactly those two configs, that
+  A/B's report is the verdict (its 3 vs 3 repeats, not re-pooled). Otherwise the
+  finished trials of each config are pooled into arms and the same function
+  judges them; the result says it pooled, and which trials it used.
+- **The baseline** is the trial the user marked, kept per study in the store so it
+  survives a restart; never marked, it is the study's first finished trial, and
+  :attr:`Baseline.how` says which of the two it is.
+- **The pick to compare** is never the baseline's own config.
+- **The trial to export** after an A/B is the arm the A/B prefers: B only when it is
+  significantly better, else the baseline A (no evidence to change); without an A/B,
+  :func:`tuner.studies.winner.pick_winner` decides.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from tuner.studies.ab import ABReport, build_report
+from tuner.studies.common import point_key
+from tuner.studies.stats import Direction, Verdict, metric_direction
+from tuner.studies.winner import WinnerError, pick_winner
+from tuner.trials.model import Trial
+from tuner.trials.store import StoreError, TrialNotFound, TrialStore
+
+BASELINE_KEY = "baseline"
+BASELINE_HOW_KEY = "baseline-how"
+LAST_AB_KEY = "last-ab"
+OBJECTIVE = "output_throughput"
+
+
+class BaselineChoice(StrEnum):
+    """How a study's baseline was chosen (shown beside the ★)."""
+
+    MARKED = "marked"
+    FIRST = "first finished trial"
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The trial every other one is compared with, and how it came to be the baseline."""
+
+    trial: Trial
+    how: BaselineChoice
+
+    def describe(self) -> str:
+        """``★ 1a2b3c4d (marked)`` for notes and titles."""
+        return f"★ {self.trial.short_id} ({self.how})"
+
+
+class ComparisonSource(StrEnum):
+    """Where a comparison's samples come from."""
+
+    AB = "A/B"  # one A/B's repeats, exactly as the A/B reported them
+    POOLED = "pooled"  # every finished trial of each config in the study
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Two configs judged by the A/B report, with where its samples came from.
+
+    Attributes:
+        report: The verdict (:func:`tuner.studies.ab.build_report`).
+        source: An A/B's own trials, or the study's trials pooled per config.
+        a: The trials of arm A (the baseline's config), in run order.
+        b: The trials of arm B.
+    """
+
+    report: ABReport
+    source: ComparisonSource
+    a: tuple[Trial, ...]
+    b: tuple[Trial, ...]
+
+    def provenance(self) -> str:
+        """One sentence saying which trials the verdict rests on."""
+        a_ids = ", ".join(t.short_id for t in self.a)
+        b_ids = ", ".join(t.short_id for t in self.b)
+        if self.source is ComparisonSource.AB:
+            return f"the A/B's own repeats: A {a_ids}; B {b_ids}"
+        return f"pooled: every finished trial of each config: A {a_ids}; B {b_ids}"
+
+
+def finished(trials: Sequence[Trial]) -> list[Trial]:
+    """The trials that have results, in run order."""
+    return [t for t in trials if t.results]
+
+
+def higher_is_better(metric: str) -> bool:
+    """The one answer to "which direction is better" for a metric (tuner.studies.stats)."""
+    return metric_direction(metric) is Direction.HIGHER
+
+
+class Study:
+    """One study in a trial store, as the faces query it.
+
+    Args:
+        store: The open trial store (the caller closes it).
+        name: The study's name.
+        fallback: Trials to show when the store cannot be read (the TUI's session list).
+    """
+
+    def __init__(self, store: TrialStore | None, name: str, fallback: Sequence[Trial] = ()) -> None:
+        self.store = store
+        self.name = name
+        self.fallback = list(fallback)
+
+    # -- trials -------------------------------------------------------------------
+    def trials(self) -> list[Trial]:
+        """Every trial of the study, oldest first (earlier sessions included)."""
+        if self.store is None:
+            return list(self.fallback)
+        try:
+            return self.store.list(study=self.name)
+        except StoreError:  # the store cannot be read (read-only home): the session still knows
+            return list(self.fallback)
+
+    def finished(self) -> list[Trial]:
+        return finished(self.trials())
+
+    def _setting(self, key: str) -> str | None:
+        if self.store is None:
+            return None
+        try:
+            return self.store.study_setting(self.name, key)
+        except StoreError:
+            return None
+
+    def _set(self, key: str, value: str | None) -> None:
+        if self.store is not None:
+            self.store.set_study_setting(self.name, key, value)
+
+    # -- baseline -------------------------------------------------------------------
+    def baseline(self, trials: Sequence[Trial] | None = None) -> Baseline | None:
+        """The marked baseline if it is still a finished trial of the study, else the first one."""
+        done = finished(self.trials() if trials is None else trials)
+        marked = self._setting(BASELINE_KEY)
+        for trial in done:
+            if marked and trial.id == marked:
+                return Baseline(trial, BaselineChoice.MARKED)
+        return Baseline(done[0], BaselineChoice.FIRST) if done else None
+
+    def mark_baseline(self, trial_id: str) -> Baseline:
+        """Keep ``trial_id`` (a finished trial of this study) as the baseline, across sessions.
+
+        Raises:
+            TrialNotFound: the id is no finished trial of this study.
+        """
+        trial = next((t for t in self.finished() if t.id == trial_id), None)
+        if trial is None:
+            raise TrialNotFound(f"trial {trial_id!r} is no finished trial of study {self.name!r}")
+        self._set(BASELINE_KEY, trial.id)
+        return Baseline(trial, BaselineChoice.MARKED)
+
+    # -- A/B ------------------------------------------------------------------------
+    def remember_ab(self, report: ABReport) -> None:
+        """Keep which trials an A/B ran, so its report can be read back after a restart."""
+        self._set(LAST_AB_KEY, json.dumps(report.trials, sort_keys=True))
+
+    def last_ab(self, trials: Sequence[Trial] | None = None) -> ABReport | None:
+        """The report of the study's last A/B, rebuilt from its stored trials by build_report."""
+        raw = self._setting(LAST_AB_KEY)
+        if not raw:
+            return None
+        ids: dict[str, list[str]] = json.loads(raw)
+        by_id = {t.id: t for t in (self.trials() if trials is None else trials)}
+        chosen = [by_id[i] for arm in ("A", "B") for i in ids.get(arm, []) if i in by_id]
+        if not chosen:
+            return None
+        order = {i: n for n, i in enumerate(x for arm in ids.values() for x in arm)}
+        chosen.sort(key=lambda t: order[t.id])
+        return build_report(chosen, study=self.name, objective=chosen[0].objective or OBJECTIVE)
+
+    # -- compare ------------------------------------------------------------------------
+    def pick_other(self, baseline: Trial, selected: str | None) -> Trial | None:
+        """The trial to compare with ``baseline``: the selected one, never the baseline's config.
+
+        A selected trial of the baseline's own config (the ★ row itself) is replaced
+        by the newest finished trial of another config; None when there is none.
+        """
+        done = self.finished()
+        base_point = point_key(baseline)
+        chosen = next((t for t in done if t.id == selected), None)
+        if chosen is not None and point_key(chosen) != base_point:
+            return chosen
+        others = [t for t in done if point_key(t) != base_point]
+        return others[-1] if others else None
+
+    def compare(self, a: Trial, b: Trial) -> Comparison:
+        """The verdict on B's config against A's: that pair's A/B when there is one, else pooled."""
+        trials = self.trials()
+        report = self.last_ab(trials)
+        a_point, b_point = point_key(a), point_key(b)
+        if report is not None:
+            by_id = {t.id: t for t in trials}
+            arm_a = tuple(by_id[i] for i in report.trials.get("A", []) if i in by_id)
+            arm_b = tuple(by_id[i] for i in report.trials.get("B", []) if i in by_id)
+            if (
+                arm_a
+                and arm_b
+                and point_key(arm_a[0]) == a_point
+                and point_key(arm_b[0]) == b_point
+            ):
+                return Comparison(report, ComparisonSource.AB, arm_a, arm_b)
+        done = finished(trials)
+        pool_a = tuple(t for t in done if point_key(t) == a_point)
+        pool_b = tuple(t for t in done if point_key(t) == b_point)
+        armed = [replace(t, arm="A") for t in pool_a] + [replace(t, arm="B") for t in pool_b]
+        pooled = build_report(armed, study=self.name, objective=a.objective or OBJECTIVE)
+        return Comparison(pooled, ComparisonSource.POOLED, pool_a, pool_b)
+
+    # -- export ------------------------------------------------------------------------
+    def export_choice(self) -> tuple[Trial | None, str]:
+        """The trial the export dialog offers first and the sentence that says why.
+
+        After an A/B, its verdict decides (B only when significantly better); else the
+        study's winner (tuner.studies.winner).
+        """
+        trials = self.trials()
+        report = self.last_ab(trials)
+        if report is not None:
+            arm = "B" if report.verdict is Verdict.B_BETTER else "A"
+            by_id = {t.id: t for t in finished(trials)}
+            ids = [i for i in report.trials.get(arm, []) if i in by_id]
+            if ids:
+                keep = (
+                    "B (significantly better)"
+                    if arm == "B"
+                    else "A, the baseline (B is not significantly better)"
+                )
+                return by_id[ids[-1]], f"A/B: {report.summary()} → exporting {keep}"
+        try:
+            winner = pick_winner(trials, study=self.name)
+        except WinnerError as exc:
+            return None, str(exc)
+        return winner.winner.representative(), winner.statement

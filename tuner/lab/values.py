@@ -1,0 +1,71 @@
+"""How typed text becomes a value: one parser per kind, used by the CLI and the TUI alike.
+
+Before this module the CLI accepted ``infinity`` as a request rate and the TUI
+did not, and the TUI read booleans with its own word list; now both faces call
+these functions.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tuner.config import EngineValue
+from tuner.knobs import coerce
+
+# The words vLLM's env parsing and argparse's BooleanOptionalAction users type.
+TRUE_WORDS = frozenset({"1", "true", "yes", "on", "y", "t"})
+FALSE_WORDS = frozenset({"0", "false", "no", "off", "n", "f"})
+INFINITE_WORDS = frozenset({"inf", "infinity", "+inf"})
+
+
+class ValueTextError(ValueError):
+    """Text that is not a value of the asked kind; the message says what would be."""
+
+
+def parse_bool(value: Any) -> bool:
+    """A switch's state from a typed value (bool, 0/1, or one of the words above).
+
+    Raises:
+        ValueTextError: for text that is neither a true nor a false word.
+    """
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float):
+        return bool(value)
+    low = str(value).strip().lower()
+    if low in TRUE_WORDS:
+        return True
+    if low in FALSE_WORDS:
+        return False
+    raise ValueTextError(f"{value!r} is not on/off: give true or false (1/0, yes/no, on/off)")
+
+
+def parse_rate(text: str) -> float:
+    """Arrivals per second: a positive number, or inf/infinity (all at once); empty = inf.
+
+    Raises:
+        ValueTextError: naming what a rate looks like.
+    """
+    low = text.strip().lower()
+    if not low or low in INFINITE_WORDS:
+        return math.inf
+    try:
+        rate = float(low)
+    except ValueError:
+        raise ValueTextError(
+            f"rate {text!r} is not a number; give requests per second (e.g. 4.0) or inf"
+        ) from None
+    if math.isnan(rate) or rate <= 0:
+        raise ValueTextError(f"rate must be above 0 requests per second (or inf), not {text!r}")
+    return rate
+
+
+def rate_text(rate: float) -> str:
+    """The text :func:`parse_rate` reads back as ``rate``."""
+    return "inf" if math.isinf(rate) else f"{rate:g}"
+
+
+def knob_value(key: str, text: str) -> EngineValue:
+    """A knob's typed value from its text (the catalogue's coercer; ConfigError when invalid)."""
+    return coerce(key, text)  # type: ignore[no-any-return]

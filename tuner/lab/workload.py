@@ -1,0 +1,127 @@
+"""The workload options, declared once; the CLI's flags and the TUI's fields derive from it.
+
+:data:`FIELDS` is the one declaration of what a user sets about a workload:
+its name on :class:`~tuner.bench.workload.Workload`, the CLI flag, the TUI
+label, the help sentence, the kind of text it takes and the CLI default.
+``tuner.cli.options`` builds its Typer options from it and the TUI's workload
+panel builds its inputs from it (the pattern of harlequin's ``options.py``,
+``to_click()``/``to_widgets()``), and both parse the text with
+:func:`workload_from_texts`, so the two faces accept exactly the same values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from tuner.bench.workload import Workload, WorkloadError, parse_slo
+from tuner.lab.values import ValueTextError, parse_rate, rate_text
+
+
+class FieldKind(StrEnum):
+    """The kind of text a workload field takes."""
+
+    COUNT = "count"  # a whole number >= the field's minimum
+    OPTIONAL_COUNT = "optional-count"  # empty: unbounded
+    RATE = "rate"  # requests/s or inf
+    SLO = "slo"  # key:ms,key:ms
+
+
+@dataclass(frozen=True)
+class WorkloadField:
+    """One workload option as both faces show it.
+
+    Attributes:
+        name: The :class:`Workload` attribute.
+        flag: The CLI option (``--input-len``).
+        label: The TUI's short label (``in``).
+        help: One sentence for ``--help`` and the field's tooltip.
+        kind: How its text is parsed.
+        minimum: The least value a count may take.
+        cli_default: The CLI's default (the TUI starts from its session workload).
+    """
+
+    name: str
+    flag: str
+    label: str
+    help: str
+    kind: FieldKind
+    minimum: int = 1
+    cli_default: int | str | None = None
+
+
+FIELDS: tuple[WorkloadField, ...] = (
+    WorkloadField("input_len", "--input-len", "in", "Prompt tokens per request.",
+                  FieldKind.COUNT, cli_default=128),
+    WorkloadField("output_len", "--output-len", "out", "Generated tokens per request.",
+                  FieldKind.COUNT, cli_default=128),
+    WorkloadField("concurrency", "--concurrency", "conc",
+                  "Most requests in flight (empty or unset: unbounded).",
+                  FieldKind.OPTIONAL_COUNT),
+    WorkloadField("num_prompts", "--num-prompts", "n", "Measured requests per trial.",
+                  FieldKind.COUNT, cli_default=64),
+    WorkloadField("request_rate", "--request-rate", "rate",
+                  "Arrivals per second, or inf (infinity) to send all at once.",
+                  FieldKind.RATE, cli_default="inf"),
+    WorkloadField("slo", "--slo", "slo",
+                  "Goodput SLO in ms, e.g. ttft:500,itl:50 (keys ttft, tpot, itl, e2el).",
+                  FieldKind.SLO),
+)  # fmt: skip
+BY_NAME: dict[str, WorkloadField] = {f.name: f for f in FIELDS}
+DEFAULT_WARMUP = 2
+
+
+def _count(field: WorkloadField, text: str) -> int:
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise WorkloadError(f"{field.label} must be a whole number, not {text.strip()!r}") from None
+    if value < field.minimum:
+        raise WorkloadError(f"{field.label} must be at least {field.minimum}, not {value}")
+    return value
+
+
+def parse_field(field: WorkloadField, text: str) -> object:
+    """The typed value of one field's text.
+
+    Raises:
+        WorkloadError: naming the field and what it takes.
+    """
+    if field.kind is FieldKind.COUNT:
+        return _count(field, text)
+    if field.kind is FieldKind.OPTIONAL_COUNT:
+        return _count(field, text) if text.strip() else None
+    if field.kind is FieldKind.RATE:
+        try:
+            return parse_rate(text)
+        except ValueTextError as exc:
+            raise WorkloadError(str(exc)) from None
+    return parse_slo(text) if text.strip() else {}
+
+
+def workload_from_texts(
+    texts: Mapping[str, str], *, warmup: int = DEFAULT_WARMUP, seed: int = 0
+) -> Workload:
+    """The workload from field texts keyed by :attr:`WorkloadField.name` (missing: CLI default).
+
+    Raises:
+        WorkloadError: the first bad field, named, with what it takes.
+    """
+    values: dict[str, object] = {}
+    for field in FIELDS:
+        default = "" if field.cli_default is None else str(field.cli_default)
+        values[field.name] = parse_field(field, texts.get(field.name, default))
+    return Workload(warmup_requests=warmup, seed=seed, **values)  # type: ignore[arg-type]
+
+
+def workload_texts(workload: Workload) -> dict[str, str]:
+    """The field texts that :func:`workload_from_texts` reads back as ``workload``."""
+    return {
+        "input_len": str(workload.input_len),
+        "output_len": str(workload.output_len),
+        "concurrency": "" if workload.concurrency is None else str(workload.concurrency),
+        "num_prompts": str(workload.num_prompts),
+        "request_rate": rate_text(workload.request_rate),
+        "slo": ",".join(f"{k}:{v:g}" for k, v in workload.slo.items()),
+    }
