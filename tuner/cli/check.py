@@ -19,6 +19,7 @@ import typer
 
 if TYPE_CHECKING:
     from tuner.config import EngineConfig
+    from tuner.knobs.gpus import GpuSpec
     from tuner.model import ModelInfo
     from tuner.rules import Finding, Target, WorkloadShape
 
@@ -79,6 +80,14 @@ def check_command(
     gpus: Annotated[
         int | None, typer.Option("--gpus", min=1, help="GPUs on the target node.")
     ] = None,
+    gpu: Annotated[
+        str | None,
+        typer.Option(
+            "--gpu",
+            help="Target GPU (MI300X, MI325X, MI355X, H100, B200, MI300X-CPX, 4xMI300X): "
+            "memory, architecture and count for the rules.",
+        ),
+    ] = None,
     vram_gib: Annotated[
         float | None,
         typer.Option(
@@ -116,11 +125,12 @@ def check_command(
             parse_version(vllm_version)
         except ValueError as exc:
             raise fail(f"--vllm-version: {exc}") from None
+    spec = _gpu(gpu)
     loaded = _load_preset(preset) if preset else None
     config = _build_config(loaded, model, set_items or [])
-    target, notes = _target(
-        loaded, vllm_version, platform.value if platform else None, gpus, vram_gib
-    )
+    plat = platform.value if platform else (spec.platform if spec else None)
+    target, notes = _target(loaded, vllm_version, plat, gpus, vram_gib)
+    target = target.with_gpu(spec, gpus=gpus, vram_gib=vram_gib)
     info, model_note = _model(
         config.model, from_preset=model is None and loaded is not None, offline=offline
     )
@@ -136,6 +146,18 @@ def check_command(
         _print(findings, config, info, target, notes)
     if has_errors(findings):
         raise typer.Exit(1)
+
+
+def _gpu(name: str | None) -> GpuSpec | None:
+    """The ``--gpu`` spec (tuner.knobs.gpus), or a usage error naming the known GPUs."""
+    if name is None:
+        return None
+    from tuner.knobs.gpus import GpuNameError, lookup
+
+    try:
+        return lookup(name)
+    except GpuNameError as exc:
+        raise fail(str(exc)) from None
 
 
 def _load_preset(path: str) -> Any:
@@ -258,6 +280,8 @@ def _print(
     console = Console(highlight=False)
     plat = target.platform or "unknown platform"
     vram = f" x {target.vram_gib:g} GiB" if target.vram_gib else ""
+    if target.gpu_name:
+        vram += f" {target.gpu_name} ({target.gpu_arch}{', ' + target.partition if target.partition else ''})"
     how = "introspected" if target.introspected else (target.note or "given")
     console.print(
         f"[bold]Target:[/] vLLM {target.vllm_version or '(version unknown)'} on {plat}, "

@@ -8,9 +8,11 @@ TUI, the CLI and export can show and store them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
+
+from tuner.knobs.gpus import GpuSpec
 
 
 class Severity(StrEnum):
@@ -68,6 +70,8 @@ class Target:
         gpus: GPUs on the node (the model-parallel group must fit in them).
         vram_gib: Memory of one GPU in GiB; None if unknown (fit rules stay silent).
         gpu_arch: GPU architecture such as gfx942, where known.
+        gpu_name: The GPU model ("MI300X"), from ``--gpu`` or telemetry; None if unknown.
+        partition: Compute partition mode of each device ("CPX"), None for whole GPUs.
         attention_backends: Backend names the target vLLM accepts (introspected);
             None: use the catalogue's list for ``vllm_version``.
         quantization_methods: Likewise for ``--quantization``.
@@ -84,6 +88,8 @@ class Target:
     gpus: int = 1
     vram_gib: float | None = None
     gpu_arch: str | None = None
+    gpu_name: str | None = None
+    partition: str | None = None
     attention_backends: tuple[str, ...] | None = None
     quantization_methods: tuple[str, ...] | None = None
     kv_cache_dtypes: tuple[str, ...] | None = None
@@ -128,6 +134,25 @@ class Target:
             introspected=True,
         )
 
+    def with_gpu(
+        self, spec: GpuSpec | None, *, gpus: int | None = None, vram_gib: float | None = None
+    ) -> Target:
+        """This target on ``spec``'s GPUs; explicit ``gpus``/``vram_gib`` still win.
+
+        The platform follows the GPU when the target has none (an MI300X is a ROCm node).
+        """
+        if spec is None:
+            return self
+        return replace(
+            self,
+            platform=self.platform or spec.platform,
+            gpus=gpus or spec.count,
+            vram_gib=vram_gib if vram_gib is not None else spec.hbm_gib,
+            gpu_arch=spec.arch,
+            gpu_name=spec.name,
+            partition=spec.partition,
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-able summary (lists left out: they are long and derivable)."""
         return {
@@ -136,6 +161,8 @@ class Target:
             "gpus": self.gpus,
             "vram_gib": self.vram_gib,
             "gpu_arch": self.gpu_arch,
+            "gpu_name": self.gpu_name,
+            "partition": self.partition,
             "introspected": self.introspected,
             "note": self.note,
         }
