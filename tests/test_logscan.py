@@ -31,6 +31,43 @@ from tuner.engine import logscan
         ),
         ("INFO [cpu.py:175] Using CPU_MLA backend.", "CPU_MLA"),
         ("INFO [selector.py:1] Using the ROCmFlashAttention backend.", "ROCM_FLASH"),
+        # vLLM 0.10-0.18 ROCm wordings (platforms/rocm.py): human names, not enum names
+        ("INFO [rocm.py:230] Using AITER MLA backend on V1 engine.", "ROCM_AITER_MLA"),
+        ("INFO [rocm.py:230] Using AITER MLA backend.", "ROCM_AITER_MLA"),
+        ("INFO [rocm.py:231] Using AITER TRITON MLA backend.", "ROCM_AITER_TRITON_MLA"),
+        (
+            "(EngineCore_DP0 pid=742) (RayWorkerWrapper pid=233, ip=10.20.1.125) INFO 11-12 "
+            "11:12:01 [rocm.py:298] Using Rocm Attention backend on V1 engine.",
+            "ROCM_ATTN",
+        ),
+        ("INFO [rocm.py:292] Using Rocm Attention backend.", "ROCM_ATTN"),
+        ("INFO [rocm.py:260] Using ROCm Attention backend on V1 engine.", "ROCM_ATTN"),
+        ("INFO [rocm.py:300] Using Aiter Flash Attention backend on V1 engine.", "ROCM_AITER_FA"),
+        (
+            "INFO [rocm.py:290] Using Aiter Unified Attention backend on V1 engine.",
+            "ROCM_AITER_UNIFIED_ATTN",
+        ),
+        ("INFO [rocm.py:220] Using Sparse MLA backend on V1 engine.", "ROCM_AITER_MLA_SPARSE"),
+        ("INFO [rocm.py:240] Using Triton MLA backend on V1 engine.", "TRITON_MLA"),
+        ("INFO [rocm.py:280] Using FlexAttention backend.", "FLEX_ATTENTION"),
+        # CUDA 0.8-0.11 wordings (platforms/cuda.py)
+        ("INFO [cuda.py:284] Using Flash Attention backend on V1 engine.", "FLASH_ATTN"),
+        ("INFO [cuda.py:311] Using FlashInfer backend on V1 engine.", "FLASHINFER"),
+        ("INFO [cuda.py:250] Using FlashMLA backend on V1 engine.", "FLASHMLA"),
+        ("INFO [cuda.py:250] Using Cutlass MLA backend on V1 engine.", "CUTLASS_MLA"),
+        ("INFO [cuda.py:250] Using FlashInfer MLA backend on V1 engine.", "FLASHINFER_MLA"),
+        ("INFO [cpu.py:60] Using Torch SDPA backend.", "TORCH_SDPA"),
+        # 0.32 XPU wordings (platforms/xpu.py)
+        ("INFO [xpu.py:192] Using Triton backend.", "TRITON_ATTN"),
+        ("INFO [xpu.py:189] Using Flash Attention MLA backend on XPU.", "FLASH_ATTN_MLA"),
+        ("INFO [xpu.py:158] Using XPU MLA Sparse backend.", "XPU_MLA_SPARSE"),
+        # 0.32 ROCm selector override (platforms/rocm.py ~840): the override wins
+        (
+            "(EngineCore pid=5) INFO 11-23 08:00:00 [rocm.py:841] Found incompatible backend(s) "
+            "[ROCM_AITER_FA] with AttentionType.DECODER. Overriding with ROCM_ATTN out of "
+            "potential backends: ['ROCM_ATTN', 'TRITON_ATTN'].",
+            "ROCM_ATTN",
+        ),
     ],
 )
 def test_backend_lines_of_several_versions(line: str, expected: str) -> None:
@@ -56,6 +93,24 @@ def test_non_attention_backend_lines_are_ignored(line: str) -> None:
 def test_rejected_backend_is_reported() -> None:
     line = "(Worker pid=3) INFO 11-22 01:00:00 [cpu.py:178] Cannot use AttentionBackendEnum.FLASH_ATTN backend on CPU."
     assert logscan.rejected_backend(line) == "FLASH_ATTN"
+    # Before the enum's rename (vLLM <= 0.10 cpu.py): "_Backend.TORCH_SDPA".
+    assert logscan.rejected_backend("INFO Cannot use _Backend.TORCH_SDPA backend on CPU.") == (
+        "TORCH_SDPA"
+    )
+    assert logscan.rejected_backend("INFO [cpu.py:175] Using CPU_MLA backend.") is None
+
+
+def test_incompatible_backends_of_the_rocm_override() -> None:
+    line = (
+        "INFO [rocm.py:841] Found incompatible backend(s) [ROCM_AITER_FA, FLASH_ATTN] with "
+        "AttentionType.DECODER. Overriding with ROCM_ATTN out of potential backends: ['ROCM_ATTN']."
+    )
+    assert logscan.incompatible_backends(line) == ["ROCM_AITER_FA", "FLASH_ATTN"]
+    assert logscan.incompatible_backends("INFO Using ROCM_ATTN backend.") == []
+
+
+def test_unknown_human_wording_is_not_turned_into_a_fake_name() -> None:
+    assert logscan.backend_from_line("INFO Using Shiny New Attention backend.") is None
 
 
 def test_failure_reason_picks_the_error_not_the_traceback() -> None:

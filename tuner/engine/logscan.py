@@ -12,10 +12,14 @@ from __future__ import annotations
 import re
 
 # "Using <NAME> backend", "Using <NAME> attention backend", "Using the <NAME> backend",
-# "Using <NAME> backend (selected via --attention-backend)". Excludes the
-# non-attention backends vLLM also announces (MoE, MLA prefill, compilation, ViT, ...).
+# "Using <NAME> backend (selected via --attention-backend)", and 0.32's ROCm
+# override "Found incompatible backend(s) [A, B] with decoder. Overriding with
+# <NAME> out of potential backends: [...]" (vllm/platforms/rocm.py ~840).
+# Excludes the non-attention backends vLLM also announces (MoE, MLA prefill,
+# compilation, ViT, ...).
 _BACKEND_RE = re.compile(
-    r"Using (?:the )?(?P<name>[A-Za-z][A-Za-z0-9_ ]*?) backend\b(?! for vit)",
+    r"(?:Using (?:the )?(?P<name>[A-Za-z][A-Za-z0-9_ ]*?) backend\b(?! for vit)"
+    r"|Overriding with (?P<override>[A-Z][A-Z0-9_]*) out of potential backends)",
     re.IGNORECASE,
 )
 _NOT_ATTENTION = re.compile(
@@ -23,18 +27,55 @@ _NOT_ATTENTION = re.compile(
     r"MoRIIO|allreduce|KDA|ViT|vit|sampler|Unquantized|LoRA|structured|guided)\b",
     re.IGNORECASE,
 )
-# Human wordings of older vLLM releases, normalised (spaces/underscores removed,
-# lower case) to the backend enum names users pass to --attention-backend.
+# "Found incompatible backend(s) [FLASH_ATTN, ROCM_AITER_FA] with decoder." (0.32 rocm.py ~840).
+_INCOMPATIBLE_RE = re.compile(r"Found incompatible backend\(s\) \[(?P<names>[^\]]*)\]")
+# Human wordings of vLLM releases before the enum names were logged, normalised
+# (spaces, underscores, hyphens and " on V1 engine" removed, lower case) to the
+# AttentionBackendEnum names users pass to --attention-backend (0.32
+# vllm/v1/attention/backends/registry.py; V0 names ROCM_FLASH, XFORMERS,
+# PALLAS, IPEX from the 0.6-0.9 selector). Sources of the wordings:
+# platforms/rocm.py of 0.10-0.18 ("Using Rocm Attention backend on V1 engine.",
+# "Using AITER MLA backend on V1 engine.", "Using Aiter Unified Attention ..."),
+# platforms/cuda.py 0.8-0.11 ("Using Flash Attention backend on V1 engine.",
+# "Using FlashInfer MLA backend on V1 engine."), platforms/xpu.py 0.32
+# ("Using Triton backend.", "Using Flash Attention MLA backend on XPU.").
 _ALIASES = {
     "flashattention": "FLASH_ATTN",
+    "flashattn": "FLASH_ATTN",
+    "flashattentionmla": "FLASH_ATTN_MLA",
+    "flashattnmla": "FLASH_ATTN_MLA",
     "tritonattention": "TRITON_ATTN",
     "triton": "TRITON_ATTN",
+    "rocmattention": "ROCM_ATTN",
     "rocmflashattention": "ROCM_FLASH",
-    "xformers": "XFORMERS",
-    "torchsdpa": "TORCH_SDPA",
-    "flashinfer": "FLASHINFER",
     "aiterflashattention": "ROCM_AITER_FA",
+    "aiterunifiedattention": "ROCM_AITER_UNIFIED_ATTN",
+    "aitermla": "ROCM_AITER_MLA",
+    "aitertritonmla": "ROCM_AITER_TRITON_MLA",
+    "sparsemla": "ROCM_AITER_MLA_SPARSE",
+    "tritonmla": "TRITON_MLA",
+    "flashmla": "FLASHMLA",
+    "flashmlasparse": "FLASHMLA_SPARSE",
+    "cutlassmla": "CUTLASS_MLA",
+    "flashinfer": "FLASHINFER",
+    "flashinfermla": "FLASHINFER_MLA",
+    "flexattention": "FLEX_ATTENTION",
+    "torchsdpa": "TORCH_SDPA",
+    "cpuattention": "CPU_ATTN",
+    "cpumla": "CPU_MLA",
+    "xpumlasparse": "XPU_MLA_SPARSE",
+    "treeattention": "TREE_ATTN",
+    "xformers": "XFORMERS",
+    "pallas": "PALLAS",
+    "pallasv1": "PALLAS",
+    "ipex": "IPEX",
+    "ipexattention": "IPEX",
+    "turboquant": "TURBOQUANT",
+    "turboquantattention": "TURBOQUANT",
 }
+_ENUM_NAME_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
+# "Cannot use AttentionBackendEnum.TORCH_SDPA backend on CPU." (0.32 platforms/cpu.py
+# ~178; "_Backend.FLASH_ATTN" before the enum's rename).
 _CANNOT_USE_RE = re.compile(r"Cannot use (?P<name>\S+?) backend on (?P<platform>\w+)")
 
 _PREFIX_RE = re.compile(
@@ -54,11 +95,18 @@ def strip_prefix(line: str) -> str:
 
 
 def backend_from_line(line: str) -> str | None:
-    """The attention backend a log line announces, normalised to vLLM's enum form, or None."""
+    """The attention backend a log line announces, as vLLM's AttentionBackendEnum name, or None.
+
+    A human wording that is not in the alias table gives None rather than an
+    invented name: the engine's platform then implies the backend, and a
+    made-up name would not compare equal to the requested one.
+    """
     text = strip_prefix(line)
     match = _BACKEND_RE.search(text)
     if not match:
         return None
+    if match.group("override"):
+        return match.group("override").upper()
     name = match.group("name").strip()
     if _NOT_ATTENTION.search(name) or _NOT_ATTENTION.search(text.split(" out of ")[0]):
         return None
@@ -68,16 +116,28 @@ def backend_from_line(line: str) -> str | None:
     head, _, tail = name.rpartition(" ")
     if head and tail.lower() == "attention" and "_" in head:
         name = head
-    alias = _ALIASES.get(re.sub(r"[\s_-]+", "", name).lower())
+    # "Using AITER MLA backend on V1 engine." / "... MLA backend on XPU."
+    key = re.sub(r"[\s_-]+", "", name).lower()
+    alias = _ALIASES.get(key)
     if alias:
         return alias
-    return re.sub(r"[\s-]+", "_", name).upper()
+    if _ENUM_NAME_RE.match(name):
+        return name
+    return None
 
 
 def rejected_backend(line: str) -> str | None:
     """The backend vLLM said it cannot use ("Cannot use X backend on CPU."), if any."""
     match = _CANNOT_USE_RE.search(strip_prefix(line))
     return match.group("name").split(".")[-1].upper() if match else None
+
+
+def incompatible_backends(line: str) -> list[str]:
+    """Backends vLLM's ROCm selector found incompatible before overriding (0.32 rocm.py ~840)."""
+    match = _INCOMPATIBLE_RE.search(strip_prefix(line))
+    if not match:
+        return []
+    return [n.strip().strip("'\"") for n in match.group("names").split(",") if n.strip()]
 
 
 def port_in_use(lines: list[str]) -> bool:
