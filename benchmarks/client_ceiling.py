@@ -44,6 +44,47 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
+class AiohttpStream:
+    """The aiohttp stream path, kept here only as the reference the lean one is measured against.
+
+    Implements tuner.bench.http.StreamTransport: one pooled aiohttp session,
+    body bytes handed to the sink per read (``readany``), as tunelab's runtime
+    did before it dropped aiohttp (issue 19 "Then" 4).
+    """
+
+    def __init__(self, base_url: str, headers: dict[str, str]) -> None:
+        import aiohttp
+
+        self._aiohttp = aiohttp
+        self.base_url = base_url.rstrip("/")
+        self._headers = {"Content-Type": "application/json", **headers}
+        self._session: aiohttp.ClientSession | None = None
+
+    async def post_stream(self, path, body, sink, touch, max_body=64 << 20):
+        aiohttp = self._aiohttp
+        if self._session is None:
+            connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=60)
+            self._session = aiohttp.ClientSession(connector=connector, trust_env=False)
+        async with self._session.post(
+            self.base_url + path, data=body, headers=self._headers
+        ) as resp:
+            touch(time.perf_counter())
+            if resp.status != 200:
+                return resp.status, await resp.content.read(4096)
+            content = resp.content
+            while True:
+                chunk = await content.readany()
+                if not chunk:
+                    break
+                sink(chunk, time.perf_counter())
+        return 200, b""
+
+    def close(self) -> None:
+        if self._session is not None:
+            session, self._session = self._session, None
+            asyncio.get_running_loop().create_task(session.close())
+
+
 def _tunelab_child(argv: list[str]) -> None:
     """Run tunelab's client in this (pinned) process and print its result."""
     url, cpu, n, inp, out, conc, transport = argv
@@ -54,8 +95,9 @@ def _tunelab_child(argv: list[str]) -> None:
         input_len=int(inp), output_len=int(out), num_prompts=int(n), concurrency=int(conc)
     )
     cpu0 = time.process_time()
+    factory = AiohttpStream if transport == "aiohttp" else None
     res = asyncio.run(
-        run_benchmark(url, "stub-model", wl, metrics_interval_s=3600.0, transport=transport)
+        run_benchmark(url, "stub-model", wl, metrics_interval_s=3600.0, transport_factory=factory)
     )
     cpu = time.process_time() - cpu0
     d = res.to_dict()

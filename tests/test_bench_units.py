@@ -139,12 +139,17 @@ def test_prometheus_parser_and_summary() -> None:
         .replace("} 40.0", "} 70.0")
         .replace("} 100.0", "} 150.0"),
         1.0,
+        in_flight=4,  # taken while requests were open: its gauges count as peaks
     )
     summ = summarize([s0, s1])
     assert summ.preemptions == 2 and summ.preempting
     assert summ.kv_bound and summ.peak_kv_cache_usage == 0.95
     assert summ.prefix_cache_hit_rate == pytest.approx(30 / 50)
     assert not summarize([]).available
+    # Only idle scrapes (before/after the load): peaks are unknown, not 0.
+    idle = summarize([s0, sample_from_text(PROM, 2.0)])
+    assert idle.available and idle.busy_samples == 0
+    assert idle.peak_running_requests is None and idle.peak_kv_cache_usage is None
 
 
 def test_arrivals_are_seeded_and_rescaled_like_vllm() -> None:
@@ -245,7 +250,7 @@ def test_cli_bench_says_when_responses_arrive_in_one_piece() -> None:
 def test_cli_import_stays_light() -> None:
     import subprocess
 
-    code = "import sys, tuner.cli.bench, tuner.bench; print(sorted(m for m in ('aiohttp', 'numpy', 'vllm', 'torch') if m in sys.modules))"
+    code = "import sys, tuner.cli.bench, tuner.bench; print(sorted(m for m in ('aiohttp', 'httpx', 'httptools', 'numpy', 'vllm', 'torch') if m in sys.modules))"
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout

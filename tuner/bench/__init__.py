@@ -2,7 +2,7 @@
 
 Import what you need from the submodules; this package re-exports the common
 names lazily so that ``import tuner.bench`` (e.g. for ``Workload``) does not
-pull in aiohttp until a run is actually made.
+pull in the HTTP clients (httptools, httpx) until a run is actually made.
 """
 
 from __future__ import annotations

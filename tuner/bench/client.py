@@ -1,14 +1,27 @@
 """The streaming HTTP client: one request in, one timed record out.
 
 Streams /v1/completions or /v1/chat/completions through a lean HTTP/1.1
-transport (tuner.bench.http; aiohttp remains selectable and is used for
-control calls). Whatever bytes arrived get one ``perf_counter``, are split
-into SSE events on blank lines, and a token chunk is recognised by its
-bytes (``"choices":[{``) without decoding JSON; only the rare other events
-(usage, errors, non-compact JSON from other servers) are parsed. No logging, no text accumulation, nothing blocking: the client's own
-cost must not show up in the latencies it reports. Timing semantics follow
-`vllm bench serve` so results compare one to one: TTFT is the first chunk with
-a choice, ITL the gaps between chunks, latency ends at the last token chunk.
+transport (tuner.bench.http, framing parsed by httptools; benchmarks/ plugs
+aiohttp in for comparison); control calls go through tuner.bench.control
+(httpx). Whatever bytes arrived get one ``perf_counter``, are split into SSE
+events on blank lines, and a token chunk is recognised by its bytes
+(``"choices":[{``) without decoding JSON; only the rare other events (usage,
+errors, chat role chunks, non-compact JSON from other servers) are parsed.
+No logging, no text accumulation, nothing blocking: the client's own cost
+must not show up in the latencies it reports. Timing semantics follow
+`vllm bench serve` so results compare one to one: TTFT is the first chunk
+with a choice, ITL the gaps between chunks, latency ends at the last token
+chunk — except that a chat chunk carrying no content (the role chunk vLLM
+sends first) is not a token: counting it made mean ITL 25 % low at output
+length 4 (issue 19; vLLM 0.32's openai-chat backend,
+vllm/benchmarks/lib/endpoint_request_func.py ~line 433, counts any chunk with
+choices and has the same bias).
+
+Every request is bounded (issue 19 "Unbounded reads"): in time by the stall
+watchdog — which counts only complete SSE events as progress, so a 1-byte/s
+trickle is cut — and by a per-request deadline derived from the output
+length; in size by a body cap derived from the output length and a cap on
+one SSE event.
 """
 
 from __future__ import annotations
@@ -16,22 +29,47 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from time import perf_counter
-from typing import Any, Literal
+from typing import Any
 
-import aiohttp
-
-from tuner.bench.http import HttpError, StreamingHttp
+from tuner.bench.control import ControlClient
+from tuner.bench.http import HttpError, StreamingHttp, StreamTransport
 from tuner.bench.prompts import Prompt
 from tuner.bench.workload import Endpoint
 
 _TOKEN_MARK = b'"choices":[{'
 _USAGE_MARK = b'"usage":{'
 _DONE = b"data: [DONE]"
-_HEADERS = {"Content-Type": "application/json"}
+_ROLE_MARK = b'"role":'
 
-Transport = Literal["lean", "aiohttp"]
+MAX_EVENT_BYTES = 1024 * 1024  # one SSE event; vLLM's are ~250 bytes per token
+BODY_BASE_BYTES = 1024 * 1024
+BODY_PER_TOKEN_BYTES = 64 * 1024  # a token chunk with top-20 logprobs is ~6 KiB
+DEADLINE_PER_TOKEN_S = 1.0  # slower than any server decodes one token under load
+
+# Makes the streaming transport for a base URL and extra headers.
+TransportFactory = Callable[[str, dict[str, str]], StreamTransport]
+
+
+def request_deadline_s(
+    output_len: int, request_timeout_s: float, stall_timeout_s: float | None
+) -> float:
+    """The overall deadline of one request, derived from its output length.
+
+    A server that keeps sending (a never-ending stream, a trickle) is cut
+    here even when the stall watchdog is satisfied: the stall allowance for
+    the first token plus DEADLINE_PER_TOKEN_S per output token, never above
+    the user's request timeout.
+    """
+    first = stall_timeout_s if stall_timeout_s is not None else request_timeout_s
+    return min(request_timeout_s, first + output_len * DEADLINE_PER_TOKEN_S)
+
+
+def max_body_bytes(output_len: int) -> int:
+    """The most body bytes a stream of ``output_len`` tokens may carry."""
+    return BODY_BASE_BYTES + output_len * BODY_PER_TOKEN_BYTES
 
 
 @dataclass(slots=True)
@@ -58,6 +96,7 @@ class RequestRecord:
         end: When the stream finished or broke.
         error_kind: Short failure class for counting ("" on success).
         error: Failure detail.
+        usage_ignored: Why the server's usage count was not believed ("" if it was).
     """
 
     prompt_len: int
@@ -69,6 +108,7 @@ class RequestRecord:
     end: float = 0.0
     error_kind: str = ""
     error: str = ""
+    usage_ignored: str = ""
 
     @property
     def success(self) -> bool:
@@ -117,10 +157,22 @@ class BenchClient:
     """A streaming OpenAI-API client bound to one server, model and endpoint.
 
     Use as an async context manager. Streams go through the lean transport
-    (tuner.bench.http) by default, or through aiohttp with
-    ``transport="aiohttp"``; connections are kept alive and reused either
-    way. Control calls (/v1/models, /tokenize, /metrics) use a separate small
-    aiohttp session so a scrape never waits for, nor takes, a request slot.
+    (tuner.bench.http) unless ``transport_factory`` supplies another (the
+    aiohttp reference lives in benchmarks/client_ceiling.py); connections are
+    kept alive and reused. Control calls (/v1/models, /tokenize, /metrics) use
+    a separate bounded httpx client so a scrape never waits for, nor takes, a
+    request slot.
+
+    Args:
+        base_url: Server base URL without credentials.
+        model: Model name for requests.
+        endpoint: completions or chat.
+        concurrency: Most requests in flight (informational for the transport).
+        request_timeout_s: The user's cap on one request.
+        stall_timeout_s: Cut a request when no SSE event arrives for this long.
+        extra_body: Merged into each request body.
+        headers: Extra headers for every call (e.g. Authorization).
+        transport_factory: Makes the streaming transport (default: StreamingHttp).
     """
 
     def __init__(
@@ -133,7 +185,8 @@ class BenchClient:
         request_timeout_s: float = 600.0,
         stall_timeout_s: float | None = 120.0,
         extra_body: dict[str, Any] | None = None,
-        transport: Transport = "lean",
+        headers: dict[str, str] | None = None,
+        transport_factory: TransportFactory | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
@@ -141,30 +194,20 @@ class BenchClient:
         path = "/v1/completions" if endpoint == "completions" else "/v1/chat/completions"
         self.url = self.base_url + path
         self._path = path
-        self._transport = transport
-        self._http: StreamingHttp | None = None
+        self._headers = dict(headers or {})
+        self._factory: TransportFactory = transport_factory or StreamingHttp
+        self._http: StreamTransport | None = None
         self._limit = concurrency or 0
-        # No sock_read timeout: aiohttp re-arms that timer on every read, which
-        # cost ~30 % of the client's throughput; a watchdog task checks stalls.
-        self._timeout = aiohttp.ClientTimeout(total=request_timeout_s, sock_connect=30.0)
         self._request_timeout_s = request_timeout_s
         self._stall_timeout_s = stall_timeout_s
         self._extra = extra_body or {}
-        self._session: aiohttp.ClientSession | None = None
-        self._control: aiohttp.ClientSession | None = None
+        self._control: ControlClient | None = None
         self._active: dict[asyncio.Task[Any], RequestRecord] = {}
         self._watchdog: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> BenchClient:
-        connector = aiohttp.TCPConnector(
-            limit=self._limit, limit_per_host=self._limit, keepalive_timeout=60
-        )
-        self._session = aiohttp.ClientSession(connector=connector, trust_env=False)
-        if self._transport == "lean":
-            self._http = StreamingHttp(self.base_url)
-        self._control = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=2), trust_env=False
-        )
+        self._http = self._factory(self.base_url, self._headers)
+        self._control = ControlClient(self.base_url, self._headers)
         if self._stall_timeout_s is not None:
             self._watchdog = asyncio.create_task(self._watch_stalls(self._stall_timeout_s))
         return self
@@ -177,19 +220,17 @@ class BenchClient:
         if self._http is not None:
             self._http.close()
             self._http = None
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
         if self._control is not None:
-            await self._control.close()
+            await self._control.aclose()
             self._control = None
 
     async def _watch_stalls(self, limit: float) -> None:
-        """Cancel requests that received no byte for ``limit`` seconds.
+        """Cancel requests that made no progress for ``limit`` seconds.
 
         One task for all requests instead of a per-read timer: ``rec.end`` is
-        bumped on every read (a plain attribute store), and this checks it a
-        few times per ``limit``.
+        bumped when the head arrives and on every complete SSE event (a plain
+        attribute store; bytes alone do not count, so a trickle is cut), and
+        this checks it a few times per ``limit``.
         """
         period = max(0.02, min(limit / 4.0, 1.0))
         while True:
@@ -198,19 +239,12 @@ class BenchClient:
             for task, rec in list(self._active.items()):
                 if now - rec.end > limit and not rec.error_kind:
                     rec.error_kind = "stall"
-                    rec.error = f"no data from the server for {limit:g} s"
+                    rec.error = f"no complete event from the server for {limit:g} s"
                     task.cancel()
 
     @property
-    def session(self) -> aiohttp.ClientSession:
-        """The open streaming session (only inside the context manager)."""
-        if self._session is None:
-            raise RuntimeError("BenchClient used outside 'async with'")
-        return self._session
-
-    @property
-    def control(self) -> aiohttp.ClientSession:
-        """The open session for control calls (only inside the context manager)."""
+    def control(self) -> ControlClient:
+        """The open client for control calls (only inside the context manager)."""
         if self._control is None:
             raise RuntimeError("BenchClient used outside 'async with'")
         return self._control
@@ -231,29 +265,16 @@ class BenchClient:
         return json.dumps(payload, separators=(",", ":")).encode()
 
     async def get_json(self, path: str, timeout_s: float = 10.0) -> Any:
-        """GET a JSON document from the server (e.g. /v1/models)."""
-        tmo = aiohttp.ClientTimeout(total=timeout_s)
-        async with self.control.get(self.base_url + path, timeout=tmo) as resp:
-            resp.raise_for_status()
-            return await resp.json(content_type=None)
+        """GET a JSON document from the server (e.g. /v1/models); ControlError on failure."""
+        return await self.control.get_json(path, timeout_s)
 
     async def post_json(self, path: str, payload: dict[str, Any], timeout_s: float = 30.0) -> Any:
-        """POST JSON and return the JSON answer (e.g. /tokenize)."""
-        tmo = aiohttp.ClientTimeout(total=timeout_s)
-        async with self.control.post(self.base_url + path, json=payload, timeout=tmo) as resp:
-            resp.raise_for_status()
-            return await resp.json(content_type=None)
+        """POST JSON and return the JSON answer (e.g. /tokenize); ControlError on failure."""
+        return await self.control.post_json(path, payload, timeout_s)
 
     async def get_text(self, path: str, timeout_s: float = 5.0) -> str | None:
-        """GET a text document, or None when the server has none (404, error)."""
-        tmo = aiohttp.ClientTimeout(total=timeout_s)
-        try:
-            async with self.control.get(self.base_url + path, timeout=tmo) as resp:
-                if resp.status != 200:
-                    return None
-                return await resp.text()
-        except (aiohttp.ClientError, TimeoutError):
-            return None
+        """GET a text page, or None when the server has none (404, error, too big)."""
+        return await self.control.get_text(path, timeout_s)
 
     async def send(
         self,
@@ -275,83 +296,77 @@ class BenchClient:
         """
         rec = RequestRecord(prompt.prompt_len, prompt.output_len)
         data = body if body is not None else self.body(prompt)
-        sink = _SseSink(rec, live)
+        sink = _SseSink(rec, live, chat=self.endpoint == "chat")
         rec.start = rec.end = perf_counter()
         rec.arrival = rec.start if arrival is None else arrival
         task = asyncio.current_task()
         if task is not None:
             self._active[task] = rec
+        deadline = request_deadline_s(
+            prompt.output_len, self._request_timeout_s, self._stall_timeout_s
+        )
         try:
-            if self._http is not None:
-                await self._stream_lean(rec, data, sink)
-            else:
-                await self._stream_aiohttp(rec, data, sink)
+            await self._stream(rec, data, sink, deadline)
         except asyncio.CancelledError:
             if rec.error_kind != "stall" or task is None:
                 raise
             task.uncancel()  # our own watchdog cut it: a counted failure, not a cancel
         except TimeoutError:
             rec.error_kind = "timeout"
-            rec.error = f"request took longer than {self._request_timeout_s:g} s"
+            rec.error = f"request took longer than {deadline:g} s"
         except HttpError as exc:
             rec.error_kind = exc.kind
-            rec.error = str(exc)
-        except aiohttp.ClientPayloadError as exc:
-            rec.error_kind = "disconnected"
-            rec.error = f"stream broke mid-response: {exc}"
-        except aiohttp.ServerDisconnectedError as exc:
-            rec.error_kind = "disconnected"
-            rec.error = f"server closed the connection: {exc}"
-        except aiohttp.ClientConnectorError as exc:
-            rec.error_kind = "connect error"
-            rec.error = str(exc)
-        except aiohttp.ClientError as exc:
-            rec.error_kind = type(exc).__name__
             rec.error = str(exc)
         finally:
             if task is not None:
                 self._active.pop(task, None)
         rec.end = perf_counter()
-        if not rec.error_kind:
-            if not rec.chunk_times:
-                rec.error_kind = "no tokens"
-                rec.error = "the stream ended without a single token chunk"
-            elif not sink.saw_done:
-                rec.error_kind = "truncated"
-                rec.error = "the stream ended before its [DONE] marker"
+        _finish_record(rec, sink)
         if rec.error_kind:
             live.failed += 1
         else:
             live.done += 1
         return rec
 
-    async def _stream_lean(self, rec: RequestRecord, data: bytes, sink: _SseSink) -> None:
-        """The default transport: tuner.bench.http, parsing inside data_received."""
+    async def _stream(
+        self, rec: RequestRecord, data: bytes, sink: _SseSink, deadline_s: float
+    ) -> None:
+        """POST through the transport, cut at the deadline and the body cap."""
         assert self._http is not None
-        async with asyncio.timeout(self._request_timeout_s):
-            status, err = await self._http.post_stream(self._path, data, sink, sink.touch)
+        async with asyncio.timeout(deadline_s):
+            status, err = await self._http.post_stream(
+                self._path, data, sink, sink.touch, max_body_bytes(rec.expected_output_len)
+            )
         if status != 200:
             rec.error_kind = f"HTTP {status}"
             rec.error = _error_message(err)
 
-    async def _stream_aiohttp(self, rec: RequestRecord, data: bytes, sink: _SseSink) -> None:
-        """The aiohttp transport (kept to compare against; see client_ceiling.py)."""
-        async with self.session.post(
-            self.url, data=data, headers=_HEADERS, timeout=self._timeout
-        ) as resp:
-            if resp.status != 200:
-                raw = await resp.content.read(4096)
-                rec.error_kind = f"HTTP {resp.status}"
-                rec.error = _error_message(raw) or (resp.reason or "")
-                return
-            content = resp.content
-            while True:
-                chunk = await content.readany()
-                if not chunk:
-                    break
-                sink(chunk, perf_counter())
-                if rec.error_kind:
-                    break
+
+def _finish_record(rec: RequestRecord, sink: _SseSink) -> None:
+    """Classify an ended stream and sanity-check the server's usage counts."""
+    if not rec.error_kind:
+        if not rec.chunk_times:
+            rec.error_kind = "no tokens"
+            rec.error = "the stream ended without a single token chunk"
+        elif not sink.saw_done:
+            rec.error_kind = "truncated"
+            rec.error = "the stream ended before its [DONE] marker"
+    n = len(rec.chunk_times)
+    # A chunk may carry several tokens but never more than asked for (max_tokens);
+    # a count beyond both is a lying server (issue 19: 1.5e15 tok/s), not a fast one.
+    if rec.output_tokens > max(rec.expected_output_len, n) or rec.output_tokens < 0:
+        rec.usage_ignored = (
+            f"usage said {rec.output_tokens} completion tokens for max_tokens "
+            f"{rec.expected_output_len} and {n} chunks; counted the chunks"
+        )
+        rec.output_tokens = 0
+    if sink.usage_prompt is not None:
+        known = rec.prompt_len
+        limit = 4 * known + 4096 if known > 0 else 10_000_000
+        if 0 < sink.usage_prompt <= limit:
+            rec.prompt_len = sink.usage_prompt
+        elif not rec.usage_ignored:
+            rec.usage_ignored = f"usage said {sink.usage_prompt} prompt tokens; not believed"
 
 
 class _SseSink:
@@ -359,54 +374,91 @@ class _SseSink:
 
     Called with whatever bytes arrived and the read's ``perf_counter``; a
     token chunk is recognised by its bytes, everything else goes to
-    ``_slow_event``.
+    ``_slow_event``. The pending partial event is a bytearray grown in place
+    and searched only over its new bytes, so a server that never ends an
+    event costs linear time, and it is cut at MAX_EVENT_BYTES.
     """
 
-    __slots__ = ("buf", "live", "rec", "saw_done", "times")
+    __slots__ = ("buf", "chat", "live", "rec", "saw_done", "times", "usage_prompt")
 
-    def __init__(self, rec: RequestRecord, live: LiveCounters) -> None:
+    def __init__(self, rec: RequestRecord, live: LiveCounters, chat: bool = False) -> None:
         self.rec = rec
         self.live = live
+        self.chat = chat
         self.times = rec.chunk_times
-        self.buf = b""
+        self.buf = bytearray()
         self.saw_done = False
+        self.usage_prompt: int | None = None
 
     def touch(self, now: float) -> None:
-        """Note that bytes arrived (for the stall watchdog)."""
+        """Note progress (the response head arrived) for the stall watchdog."""
         self.rec.end = now
 
     def __call__(self, chunk: bytes, now: float) -> None:
-        self.rec.end = now
-        if self.buf:
-            chunk = self.buf + chunk
-        if b"\r" in chunk:
+        buf = self.buf
+        if b"\r" in chunk or (buf and buf[-1] == 13):
+            # CRLF-framed events: normalise, also across a read boundary.
+            if buf and buf[-1] == 13 and chunk[:1] == b"\n":
+                del buf[-1]
             chunk = chunk.replace(b"\r\n", b"\n")
-        events = chunk.split(b"\n\n")
-        self.buf = events.pop()
+        if buf:
+            start = max(0, len(buf) - 1)
+            buf += chunk
+            cut = buf.find(b"\n\n", start)
+            if cut < 0:
+                if len(buf) > MAX_EVENT_BYTES:
+                    self._too_long()
+                return
+            cut = buf.rfind(b"\n\n")
+            events = bytes(buf[:cut]).split(b"\n\n")
+            del buf[: cut + 2]
+        else:
+            events = chunk.split(b"\n\n")
+            rest = events.pop()
+            if rest:
+                buf += rest
+                if len(buf) > MAX_EVENT_BYTES:
+                    self._too_long()
+                    return
+            if not events:
+                return
+        self.rec.end = now  # a complete event: progress for the stall watchdog
         n = 0
+        chat = self.chat
         for ev in events:
-            if _TOKEN_MARK in ev and _USAGE_MARK not in ev:
+            if _TOKEN_MARK in ev and _USAGE_MARK not in ev and not (chat and _ROLE_MARK in ev):
                 n += 1
             elif ev == _DONE:
                 self.saw_done = True
-            elif _slow_event(ev, self.rec):
+            elif ev and _slow_event(ev, self):
                 n += 1
         if n:
             self.times.extend([now] * n)
             self.live.chunks += n
 
+    def _too_long(self) -> None:
+        self.buf.clear()
+        if not self.rec.error_kind:
+            self.rec.error_kind = "bad event"
+            self.rec.error = f"a stream event grew over {MAX_EVENT_BYTES // 1024} KiB unended"
+        raise HttpError("bad event", self.rec.error)
 
-def _slow_event(ev: bytes, rec: RequestRecord) -> bool:
+
+def _slow_event(ev: bytes, sink: _SseSink) -> bool:
     """Parse an event the fast path did not recognise; True if it is a token chunk.
 
-    Handles the usage report, error events, SSE comments and servers that
-    write JSON with spaces. Updates ``rec`` in place.
+    Handles the usage report, error events, SSE comments, chat role chunks
+    and servers that write JSON with spaces. Updates the record in place.
     """
+    rec = sink.rec
     payload = b""
     for line in ev.split(b"\n"):
         if line.startswith(b"data:"):
             payload += line[5:].strip()
-    if not payload or payload == b"[DONE]":
+    if not payload:
+        return False
+    if payload == b"[DONE]":
+        sink.saw_done = True
         return False
     try:
         data = json.loads(payload)
@@ -418,16 +470,27 @@ def _slow_event(ev: bytes, rec: RequestRecord) -> bool:
         return False
     usage = data.get("usage")
     if isinstance(usage, dict):
-        if isinstance(usage.get("completion_tokens"), int):
-            rec.output_tokens = usage["completion_tokens"]
-        if isinstance(usage.get("prompt_tokens"), int):
-            rec.prompt_len = usage["prompt_tokens"]
+        ct, pt = usage.get("completion_tokens"), usage.get("prompt_tokens")
+        if isinstance(ct, int) and not isinstance(ct, bool):
+            rec.output_tokens = ct
+        if isinstance(pt, int) and not isinstance(pt, bool):
+            sink.usage_prompt = pt
     if "error" in data and not data.get("choices"):
         err = data["error"]
         rec.error_kind = "error event"
         rec.error = str(err.get("message", err) if isinstance(err, dict) else err)[:300]
         return False
-    return bool(data.get("choices"))
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices:
+        return False
+    if not sink.chat:
+        return True
+    first = choices[0]
+    delta = first.get("delta") if isinstance(first, dict) else None
+    if not isinstance(delta, dict):
+        return False
+    # A token is content, reasoning or a tool call; the role-only chunk is none.
+    return any(delta.get(k) for k in ("content", "reasoning_content", "reasoning", "tool_calls"))
 
 
 async def cancel_all(tasks: list[asyncio.Task[Any]]) -> None:

@@ -3,12 +3,22 @@
 aiohttp costs several Python calls per HTTP chunk and a task wake-up per
 read; at one SSE event per chunk that overhead is most of a client's CPU.
 This transport is an ``asyncio.Protocol`` that does everything for a
-response inside ``data_received``: the status line and headers, chunked or
-content-length framing, SSE event splitting, and one ``perf_counter`` per
-read — the token path never touches a coroutine. It speaks just what an
-OpenAI-compatible server needs (POST with a JSON body, keep-alive, chunked
-or sized bodies, plain TCP or TLS) and keeps idle connections for reuse.
-benchmarks/client_ceiling.py measures what it buys.
+response inside ``data_received``; the HTTP framing (status line, headers,
+chunked or sized bodies, keep-alive) is parsed by ``httptools`` — llhttp,
+the parser uvicorn and Node.js use — so a chunk terminator split across reads
+or any other framing edge case is the kept library's problem, not ours
+(issue 19 "Then" 4: the hand-written parser aborted keep-alive connections
+when ``0\\r\\n`` and the final ``\\r\\n`` came in different reads). Body bytes
+of one read are handed to the sink in one call with one ``perf_counter``,
+so the token path never touches a coroutine.
+
+Every read is bounded (issue 19, "Unbounded reads"): the head at
+MAX_HEAD_BYTES, a body at the caller's ``max_body`` and an error body is kept
+only up to ERROR_BODY_BYTES, after which the connection is dropped. Time
+bounds (stall, overall deadline) are the caller's: the transport reports
+progress through ``touch`` only when the head is complete, never per byte,
+so a 1-byte/s trickle cannot keep a request alive.
+benchmarks/client_ceiling.py measures what the transport buys.
 """
 
 from __future__ import annotations
@@ -17,10 +27,17 @@ import asyncio
 import ssl as _ssl
 from collections.abc import Callable
 from time import perf_counter
+from typing import Protocol
 from urllib.parse import urlsplit
+
+import httptools
 
 # feed(payload_bytes, now) -> None; receives de-framed body bytes as they come.
 BodySink = Callable[[bytes, float], None]
+
+MAX_HEAD_BYTES = 32 * 1024  # status line + headers; vLLM sends ~150 bytes
+ERROR_BODY_BYTES = 4096  # kept of a non-200 answer; the rest is not read
+DEFAULT_MAX_BODY = 64 * 1024 * 1024
 
 
 class HttpError(Exception):
@@ -31,126 +48,131 @@ class HttpError(Exception):
         self.kind = kind
 
 
+class StreamTransport(Protocol):
+    """What BenchClient needs from a streaming transport (benchmarks/ plugs in aiohttp)."""
+
+    async def post_stream(
+        self,
+        path: str,
+        body: bytes,
+        sink: BodySink,
+        touch: Callable[[float], None],
+        max_body: int = DEFAULT_MAX_BODY,
+    ) -> tuple[int, bytes]:
+        """POST ``body`` and stream the answer's body into ``sink``; (status, error body)."""
+        ...
+
+    def close(self) -> None:
+        """Drop idle connections."""
+        ...
+
+
 class _Response:
-    """Parses one response as bytes arrive; calls the sink with body bytes."""
+    """One response: httptools callbacks collect, ``feed`` hands them on per read."""
 
     __slots__ = (
         "body",
         "chunked",
+        "complete",
         "done",
-        "head",
-        "keep_alive",
-        "need",
-        "raw",
-        "remaining",
+        "error",
+        "framed",
+        "head_bytes",
+        "headers_done",
+        "keep",
+        "max_body",
+        "parser",
+        "pieces",
+        "received",
         "sink",
         "status",
         "touch",
     )
 
-    def __init__(self, sink: BodySink, touch: Callable[[float], None]) -> None:
+    def __init__(self, sink: BodySink, touch: Callable[[float], None], max_body: int) -> None:
         self.sink = sink
         self.touch = touch
-        self.head = b""
+        self.max_body = max_body
         self.status = 0
+        self.headers_done = False
+        self.keep = False
+        self.head_bytes = 0
         self.chunked = False
-        self.remaining = -1  # content-length left, -1: until close
-        self.keep_alive = True
-        self.raw = b""  # undecoded chunked bytes
-        self.need = 0  # bytes of the current chunk (+ CRLF) still to take
+        self.framed = False  # content-length or chunked: EOF before the end is a break
+        self.complete = False
+        self.received = 0
+        self.pieces: list[bytes] = []
         self.body = bytearray()  # kept only for non-200 answers
+        self.error: HttpError | None = None
+        self.parser = httptools.HttpResponseParser(self)
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
+    # ---- httptools callbacks (no raising inside: llhttp would wrap it) ----
+    def on_header(self, name: bytes, value: bytes) -> None:
+        low = name.lower()
+        if low == b"transfer-encoding" or low == b"content-length":
+            self.framed = True
+
+    def on_headers_complete(self) -> None:
+        self.headers_done = True
+        self.status = self.parser.get_status_code()
+        self.keep = self.parser.should_keep_alive()  # llhttp resets it once the message ends
+
+    def on_body(self, data: bytes) -> None:
+        self.received += len(data)
+        self.pieces.append(data)
+
+    def on_message_complete(self) -> None:
+        self.complete = True
+
+    # ---- per read ---------------------------------------------------------
     def feed(self, data: bytes) -> None:
-        now = perf_counter()
-        self.touch(now)
-        if not self.status:
-            self.head += data
-            end = self.head.find(b"\r\n\r\n")
-            if end < 0:
-                return
-            self._parse_head(self.head[:end])
-            data = self.head[end + 4 :]
-            self.head = b""
-        if self.chunked:
-            self._feed_chunked(data, now)
-        else:
-            if self.remaining >= 0:
-                data = data[: self.remaining]
-                self.remaining -= len(data)
-            self._emit(data, now)
-            if self.remaining == 0:
-                self._finish()
-
-    def _parse_head(self, head: bytes) -> None:
-        lines = head.split(b"\r\n")
-        parts = lines[0].split(b" ", 2)
+        """Parse one read; raises HttpError on bad framing or a bound crossed."""
+        if not self.headers_done:
+            self.head_bytes += len(data)
         try:
-            self.status = int(parts[1])
-        except (IndexError, ValueError):
-            raise HttpError("bad response", f"not an HTTP status line: {lines[0][:80]!r}") from None
-        for line in lines[1:]:
-            name, _, value = line.partition(b":")
-            name = name.strip().lower()
-            value = value.strip().lower()
-            if name == b"transfer-encoding" and b"chunked" in value:
-                self.chunked = True
-            elif name == b"content-length":
-                self.remaining = int(value)
-            elif name == b"connection" and value == b"close":
-                self.keep_alive = False
-        if not self.chunked and self.remaining < 0:
-            self.keep_alive = False  # body runs until the server closes
-
-    def _feed_chunked(self, data: bytes, now: float) -> None:
-        raw = self.raw + data if self.raw else data
-        pos, n = 0, len(raw)
-        out: list[bytes] = []
-        while pos < n:
-            if self.need == 0:
-                eol = raw.find(b"\r\n", pos)
-                if eol < 0:
-                    break
-                size = int(raw[pos:eol].split(b";", 1)[0], 16)
-                pos = eol + 2
-                if size == 0:
-                    self.raw = b""
-                    if out:
-                        self._emit(b"".join(out), now)
-                    self._finish()
-                    return
-                self.need = size + 2
-            take = min(self.need, n - pos)
-            piece = raw[pos : pos + take]
-            self.need -= take
-            pos += take
-            if self.need < 2:  # part of the trailing CRLF came with this piece
-                piece = piece[: len(piece) - (2 - self.need)]
-            out.append(piece)
-        self.raw = raw[pos:]
-        if out:
-            self._emit(out[0] if len(out) == 1 else b"".join(out), now)
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            raise HttpError("bad response", f"malformed HTTP from the server: {exc}") from None
+        if not self.headers_done:
+            if self.head_bytes > MAX_HEAD_BYTES:
+                raise HttpError("bad response", f"response head over {MAX_HEAD_BYTES // 1024} KiB")
+            return
+        if self.head_bytes:
+            self.head_bytes = 0
+            self.touch(perf_counter())
+        if self.pieces:
+            pieces, self.pieces = self.pieces, []
+            self._emit(pieces[0] if len(pieces) == 1 else b"".join(pieces), perf_counter())
+        if self.status != 200 and len(self.body) >= ERROR_BODY_BYTES:
+            self.complete = True  # enough of an error text; the connection is dropped
+        elif self.received > self.max_body:
+            raise HttpError("too large", f"response body over {self.max_body // 1024} KiB; cut off")
+        if self.complete:
+            self._finish()
 
     def _emit(self, data: bytes, now: float) -> None:
-        if not data:
-            return
         if self.status == 200:
             self.sink(data, now)
-        elif len(self.body) < 4096:
-            self.body += data
+        elif len(self.body) < ERROR_BODY_BYTES:
+            self.body += data[: ERROR_BODY_BYTES - len(self.body)]
 
     def _finish(self) -> None:
         if not self.done.done():
             self.done.set_result(None)
 
+    def keep_alive(self) -> bool:
+        """Whether the connection may carry the next request."""
+        return self.complete and self.framed and len(self.body) < ERROR_BODY_BYTES and self.keep
+
     def lost(self, exc: Exception | None) -> None:
         if self.done.done():
             return
-        if not self.status and not self.head:
+        if not self.headers_done and not self.head_bytes:
             self.done.set_exception(
                 HttpError("disconnected", "connection closed before any answer")
             )
-        elif not self.chunked and self.remaining < 0:
+        elif self.headers_done and not self.framed:
             self._finish()  # close-delimited body ended normally
         else:
             why = f": {exc}" if exc else ""
@@ -170,17 +192,14 @@ class _Conn(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         resp = self.response
-        if resp is None:
-            return  # stray bytes after a response: ignored, connection dropped later
+        if resp is None or resp.done.done():
+            self.abort()  # bytes nobody asked for: the connection cannot be trusted
+            return
         try:
             resp.feed(data)
         except HttpError as exc:
             if not resp.done.done():
                 resp.done.set_exception(exc)
-            self.abort()
-        except ValueError as exc:
-            if not resp.done.done():
-                resp.done.set_exception(HttpError("bad response", f"malformed framing: {exc}"))
             self.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -194,23 +213,40 @@ class _Conn(asyncio.Protocol):
             self.transport.abort()
 
 
+def split_base_url(base_url: str) -> tuple[str, str, int, str]:
+    """(scheme, host, port, path prefix) of an http(s) base URL.
+
+    Raises:
+        ValueError: Not http(s), no host, or a port that is not 1..65535.
+    """
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("the URL must look like http://HOST:PORT")
+    try:
+        port = parts.port  # raises ValueError for "abc" or 99999
+    except ValueError:
+        raise ValueError("the URL's port must be a number from 1 to 65535") from None
+    if port == 0:
+        raise ValueError("the URL's port must be a number from 1 to 65535")
+    port = port or (443 if parts.scheme == "https" else 80)
+    return parts.scheme, parts.hostname, port, parts.path.rstrip("/")
+
+
 class StreamingHttp:
     """Keep-alive connection pool for POSTs to one server.
 
     Args:
-        base_url: ``http://host:port`` or ``https://host:port``.
+        base_url: ``http://host:port`` or ``https://host:port`` (IPv6 in brackets).
+        headers: Extra request headers (e.g. Authorization), sent with every POST.
     """
 
-    def __init__(self, base_url: str) -> None:
-        parts = urlsplit(base_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"URL must look like http://host:port, got {base_url!r}")
-        self.host = parts.hostname
-        self.port = parts.port or (443 if parts.scheme == "https" else 80)
-        self.ssl = _ssl.create_default_context() if parts.scheme == "https" else None
-        self.prefix = parts.path.rstrip("/")
+    def __init__(self, base_url: str, headers: dict[str, str] | None = None) -> None:
+        scheme, self.host, self.port, self.prefix = split_base_url(base_url)
+        self.ssl = _ssl.create_default_context() if scheme == "https" else None
         self._idle: list[_Conn] = []
-        self._host_header = f"{self.host}:{self.port}"
+        shown = f"[{self.host}]" if ":" in self.host else self.host
+        self._host_header = f"{shown}:{self.port}"
+        self._extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
 
     async def _connect(self) -> _Conn:
         loop = asyncio.get_running_loop()
@@ -223,7 +259,12 @@ class StreamingHttp:
         return conn
 
     async def post_stream(
-        self, path: str, body: bytes, sink: BodySink, touch: Callable[[float], None]
+        self,
+        path: str,
+        body: bytes,
+        sink: BodySink,
+        touch: Callable[[float], None],
+        max_body: int = DEFAULT_MAX_BODY,
     ) -> tuple[int, bytes]:
         """POST ``body`` and stream the answer's body bytes into ``sink``.
 
@@ -231,11 +272,11 @@ class StreamingHttp:
             (status, error body) — the error body only for non-200 answers.
 
         Raises:
-            HttpError: connection refused or broken mid-response.
+            HttpError: connection refused, broken mid-response, or over a bound.
         """
         head = (
             f"POST {self.prefix}{path} HTTP/1.1\r\nHost: {self._host_header}\r\n"
-            f"Content-Type: application/json\r\nAccept: text/event-stream\r\n"
+            f"Content-Type: application/json\r\nAccept: text/event-stream\r\n{self._extra}"
             f"Content-Length: {len(body)}\r\n\r\n"
         ).encode()
         for attempt in (0, 1):
@@ -246,7 +287,7 @@ class StreamingHttp:
             reused = conn is not None
             if conn is None:
                 conn = await self._connect()
-            resp = _Response(sink, touch)
+            resp = _Response(sink, touch, max_body)
             conn.response = resp
             assert conn.transport is not None
             conn.transport.write(head + body)
@@ -264,7 +305,7 @@ class StreamingHttp:
                 conn.abort()  # cancelled (timeout, stall, user): the stream is unusable
                 raise
             conn.response = None
-            if resp.keep_alive and not conn.closed:
+            if resp.keep_alive() and not conn.closed:
                 self._idle.append(conn)
             else:
                 conn.abort()

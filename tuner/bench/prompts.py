@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -69,11 +70,45 @@ class TokenPool:
 
 def tokenizer_file(path: str | Path) -> Path | None:
     """The tokenizer.json at ``path`` (a file or a model directory), if any."""
-    p = Path(path)
-    if p.is_file():
-        return p
-    candidate = p / "tokenizer.json"
-    return candidate if candidate.is_file() else None
+    p = Path(path).expanduser()
+    try:
+        if p.is_file():
+            return p
+        candidate = p / "tokenizer.json"
+        return candidate if candidate.is_file() else None
+    except (OSError, ValueError):  # a name too long for a path, a NUL byte
+        return None
+
+
+def hf_cache_dir() -> Path:
+    """The Hugging Face hub cache (HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache)."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    home = os.environ.get("HF_HOME") or str(Path("~/.cache/huggingface").expanduser())
+    return Path(home).expanduser() / "hub"
+
+
+def local_tokenizer_for(model: str | None) -> Path | None:
+    """A tokenizer.json for ``model`` without the network: a local dir, else the HF cache.
+
+    `vllm bench serve` uses ``--model`` as the tokenizer when none is given
+    (vllm/benchmarks/serve.py ~line 2094: ``tokenizer_id = args.tokenizer if ... else model_id``);
+    tunelab does the same but only from disk — a repo id is looked up in the
+    hub cache's ``models--ORG--NAME/snapshots/*/tokenizer.json``.
+    """
+    if not model:
+        return None
+    direct = tokenizer_file(model)
+    if direct is not None:
+        return direct
+    if model.count("/") != 1 or model.startswith(("/", ".", "~")):
+        return None
+    snaps = hf_cache_dir() / ("models--" + model.replace("/", "--")) / "snapshots"
+    try:
+        found = sorted(snaps.glob("*/tokenizer.json"), key=lambda f: f.stat().st_mtime)
+    except OSError:
+        return None
+    return found[-1] if found else None
 
 
 def pool_from_tokenizer(path: str | Path) -> TokenPool:
@@ -83,7 +118,7 @@ def pool_from_tokenizer(path: str | Path) -> TokenPool:
         path: tokenizer.json or a directory holding one.
 
     Raises:
-        WorkloadError: No tokenizer.json there.
+        WorkloadError: No tokenizer.json there, or one tokenizers cannot load.
     """
     from tokenizers import Tokenizer  # light (Rust); imported here for CLI speed
 
@@ -93,7 +128,14 @@ def pool_from_tokenizer(path: str | Path) -> TokenPool:
             f"no tokenizer.json at {path}; pass a model directory that holds one, "
             "or leave the tokenizer unset to let the server tokenise"
         )
-    tok = Tokenizer.from_file(str(file))
+    try:
+        tok = Tokenizer.from_file(str(file))
+    except Exception as exc:  # tokenizers raises a bare Exception for bad files
+        first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        raise WorkloadError(
+            f"cannot load the tokenizer {file} ({first}); pass --tokenizer with a valid "
+            "tokenizer.json or model directory"
+        ) from None
     special = {int(i) for i, t in tok.get_added_tokens_decoder().items() if t.special}
     ids = tuple(i for i in range(tok.get_vocab_size(with_added_tokens=False)) if i not in special)
     if not ids:
@@ -106,11 +148,22 @@ def pool_from_tokenizer(path: str | Path) -> TokenPool:
     )
 
 
+MAX_TOKEN_ID = 10_000_000  # larger than any vocabulary; guards against junk ids
+
+
 def pool_from_server_tokens(
     tokens: list[int], decode: Callable[[list[int]], str] | None
 ) -> TokenPool:
-    """Wrap ids returned by the server's /tokenize into a pool."""
-    ids = tuple(sorted(set(tokens)))
+    """Wrap ids returned by the server's /tokenize into a pool (junk ids dropped)."""
+    ids = tuple(
+        sorted(
+            {
+                t
+                for t in tokens
+                if isinstance(t, int) and not isinstance(t, bool) and 0 <= t < MAX_TOKEN_ID
+            }
+        )
+    )
     if not ids:
         raise WorkloadError("the server's /tokenize returned no tokens for the filler text")
     return TokenPool(ids=ids, decode=decode, source="server /tokenize")

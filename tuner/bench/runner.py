@@ -14,30 +14,36 @@ a run always ends. The result uses vLLM's key names plus a ``tunelab`` block.
 from __future__ import annotations
 
 import asyncio
+import base64
 import math
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from time import perf_counter
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
-import aiohttp
-
-from tuner.bench.client import BenchClient, LiveCounters, RequestRecord, Transport, cancel_all
+from tuner.bench.client import (
+    BenchClient,
+    LiveCounters,
+    RequestRecord,
+    TransportFactory,
+    cancel_all,
+)
+from tuner.bench.control import ControlError
+from tuner.bench.http import split_base_url
 from tuner.bench.metrics import compute_metrics, one_chunk_fraction, summarize_failures
 from tuner.bench.progress import ProgressCallback, ProgressReporter
 from tuner.bench.prompts import (
     Prompt,
     TokenPool,
     filler_text,
+    local_tokenizer_for,
     pool_from_server_tokens,
     pool_from_tokenizer,
     random_prompts,
     sharegpt_prompts,
-    tokenizer_file,
 )
 from tuner.bench.server_metrics import ServerSummary, ServerWatcher
 from tuner.bench.workload import Workload, WorkloadError
@@ -130,41 +136,124 @@ class BenchResult:
         return {**head, **body, "tunelab": extra}
 
 
+_TOKEN_OPTIONS = (
+    "pass --tokenizer PATH (a tokenizer.json or the model directory), or --model with a "
+    "local model directory or a model in the Hugging Face cache"
+)
+
+
 async def resolve_model(client: BenchClient) -> tuple[str, str | None]:
-    """The first model the server serves, and its ``root`` (local path, if any)."""
+    """The first model the server serves, and its ``root`` (local path, if any).
+
+    Any shape of answer is handled (issue 19: a list, a dict-shaped ``data``,
+    a non-string ``root`` or non-JSON crashed it): what is not an
+    OpenAI-style model list is a BenchError saying to pass --model.
+    """
+    where = f"{client.base_url}/v1/models"
     try:
         data = await client.get_json("/v1/models")
-    except (aiohttp.ClientError, TimeoutError) as exc:
+    except ControlError as exc:
         raise BenchError(
-            f"cannot reach {client.base_url}/v1/models ({exc}); is the server running "
-            "and the URL right (e.g. http://127.0.0.1:8000)?"
+            f"cannot reach {where} (it {exc}); is the server running and the URL right "
+            "(e.g. http://127.0.0.1:8000)? Or pass --model NAME"
         ) from None
     models = data.get("data") if isinstance(data, dict) else None
-    if not models:
-        raise BenchError(f"{client.base_url}/v1/models lists no model; pass --model NAME")
-    first = models[0]
-    return str(first.get("id")), first.get("root")
+    first = models[0] if isinstance(models, list) and models else None
+    model_id = first.get("id") if isinstance(first, dict) else None
+    if not isinstance(model_id, str) or not model_id.strip():
+        raise BenchError(f"{where} lists no usable model; pass --model NAME")
+    root = first.get("root") if isinstance(first, dict) else None
+    return model_id, root if isinstance(root, str) and root else None
+
+
+async def _server_root(client: BenchClient) -> str | None:
+    """The served model's ``root`` when the server says (None on any trouble)."""
+    try:
+        _, root = await resolve_model(client)
+    except BenchError:
+        return None
+    return root
 
 
 async def _token_pool(
-    client: BenchClient, tokenizer_path: str | None, root: str | None
+    client: BenchClient, tokenizer_path: str | None, model_arg: str | None, root: str | None
 ) -> TokenPool:
-    """Local tokenizer if given or found at the model's root, else the server's /tokenize."""
+    """Prompt tokens, from the first source that has them (issue 19 "Then" 1).
+
+    Order: ``--tokenizer``; ``--model`` when it is a local model directory or
+    in the Hugging Face cache (as `vllm bench serve` does); the server's
+    ``root`` from /v1/models; the server's /tokenize. A /tokenize that is
+    missing, empty, non-JSON or wrong-shaped is a one-line BenchError
+    naming the options.
+    """
     if tokenizer_path:
         return pool_from_tokenizer(tokenizer_path)
-    if root and Path(root).is_dir() and tokenizer_file(root):
-        return pool_from_tokenizer(root)
+    for candidate in (model_arg, root if root is not None else await _server_root(client)):
+        found = local_tokenizer_for(candidate)
+        if found is not None:
+            return pool_from_tokenizer(found)
+    where = f"{client.base_url}/tokenize"
     try:
         data = await client.post_json(
             "/tokenize",
             {"model": client.model, "prompt": filler_text(), "add_special_tokens": False},
         )
-    except (aiohttp.ClientError, TimeoutError) as exc:
+    except ControlError as exc:
+        raise BenchError(f"no local tokenizer, and {where} {exc}; {_TOKEN_OPTIONS}") from None
+    tokens = data.get("tokens") if isinstance(data, dict) else None
+    if not isinstance(tokens, list) or not all(
+        isinstance(t, int) and not isinstance(t, bool) for t in tokens
+    ):
         raise BenchError(
-            f"no local tokenizer and the server's /tokenize failed ({exc}); "
-            "pass --tokenizer PATH (a tokenizer.json or the model directory)"
+            f"no local tokenizer, and {where} did not answer with a list of token ids "
+            f"(got {type(tokens if isinstance(data, dict) else data).__name__}); " + _TOKEN_OPTIONS
+        )
+    try:
+        return pool_from_server_tokens(tokens, None)
+    except WorkloadError as exc:
+        raise BenchError(f"{exc}; {_TOKEN_OPTIONS}") from None
+
+
+def _url_and_headers(url: str, headers: dict[str, str] | None) -> tuple[str, dict[str, str]]:
+    """Validate the URL; move userinfo credentials into an Authorization header.
+
+    The returned URL carries no credentials, so nothing tunelab prints or
+    stores can leak them (issue 19 "Then" 7).
+
+    Raises:
+        BenchError: Not an http(s) URL, or a bad port.
+    """
+    try:
+        split_base_url(url)
+    except ValueError as exc:
+        raise BenchError(
+            f"the server URL is unusable: {exc} "
+            "(for example http://127.0.0.1:8000 or http://[::1]:8000)"
         ) from None
-    return pool_from_server_tokens(list(data.get("tokens", [])), None)
+    parts = urlsplit(url)
+    out = dict(headers or {})
+    if parts.username is not None or parts.password is not None:
+        user = unquote(parts.username or "")
+        secret = unquote(parts.password or "")
+        token = base64.b64encode(f"{user}:{secret}".encode()).decode()
+        out.setdefault("Authorization", f"Basic {token}")
+        host = parts.netloc.rpartition("@")[2]
+        url = urlunsplit((parts.scheme, host, parts.path, "", ""))
+    elif parts.query or parts.fragment:
+        url = urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+    return url, out
+
+
+def _refuse_missing_endpoint(client: BenchClient, records: list[RequestRecord]) -> None:
+    """Every request answered 404/405: the server lacks the endpoint; say which to use."""
+    if not records or any(r.error_kind not in ("HTTP 404", "HTTP 405") for r in records):
+        return
+    other = "chat" if client.endpoint == "completions" else "completions"
+    raise BenchError(
+        f"{client.url} does not exist on this server (every request got "
+        f"{records[0].error_kind}); it may serve only the other API: rerun with "
+        f"--endpoint {other}"
+    )
 
 
 def arrival_offsets(workload: Workload, count: int) -> list[float]:
@@ -220,7 +309,8 @@ async def run_benchmark(
     on_progress: ProgressCallback | None = None,
     tokenizer_path: str | None = None,
     metrics_interval_s: float = 1.0,
-    transport: Transport = "lean",
+    headers: dict[str, str] | None = None,
+    transport_factory: TransportFactory | None = None,
 ) -> BenchResult:
     """Benchmark the OpenAI-compatible server at ``url`` with ``workload``.
 
@@ -232,7 +322,9 @@ async def run_benchmark(
         tokenizer_path: tokenizer.json or model dir for exact random prompts;
             default: the model's root dir if local, else the server's /tokenize.
         metrics_interval_s: Seconds between /metrics scrapes during the run.
-        transport: "lean" (tuner.bench.http) or "aiohttp" for the streams.
+        headers: Extra headers for every call (e.g. Authorization); credentials
+            in the URL's userinfo become a Basic Authorization header instead.
+        transport_factory: Makes the streaming transport (default: the lean one).
 
     Returns:
         The BenchResult (failed requests are counted in it, not raised).
@@ -241,12 +333,7 @@ async def run_benchmark(
         BenchError: The server is unreachable or serves no model.
         WorkloadError: The workload or its dataset is unusable.
     """
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise BenchError(
-            f"the server URL {url!r} is not an http(s) URL: write it as http://HOST:PORT, "
-            "for example http://127.0.0.1:8000"
-        )
+    url, headers = _url_and_headers(url, headers)
     if (
         workload.duration_s is not None
         and math.isinf(workload.request_rate)
@@ -263,7 +350,8 @@ async def run_benchmark(
         concurrency=workload.concurrency,
         request_timeout_s=workload.request_timeout_s,
         stall_timeout_s=workload.stall_timeout_s,
-        transport=transport,
+        headers=headers,
+        transport_factory=transport_factory,
     ) as client:
         root = None
         if not model:
@@ -273,7 +361,7 @@ async def run_benchmark(
             warm = sharegpt_prompts(workload, workload.warmup_requests, salt=1)
             source = workload.dataset_path
         else:
-            pool = await _token_pool(client, tokenizer_path, root)
+            pool = await _token_pool(client, tokenizer_path, model, root)
             prompts = random_prompts(workload, pool, workload.num_prompts)
             warm = random_prompts(workload, pool, workload.warmup_requests, salt=1)
             source = pool.source
@@ -284,11 +372,15 @@ async def run_benchmark(
         live = LiveCounters()
         total = None if workload.duration_s is not None else len(prompts)
         reporter = ProgressReporter(on_progress, live, total)
-        watcher = ServerWatcher(lambda: client.get_text("/metrics"), metrics_interval_s)
+        tasks: list[asyncio.Task[RequestRecord]] = []
+        watcher = ServerWatcher(
+            lambda: client.get_text("/metrics"),
+            metrics_interval_s,
+            in_flight=lambda: len(tasks) - live.done - live.failed,
+        )
         await watcher.start()
         sem = asyncio.Semaphore(workload.concurrency) if workload.concurrency else None
         records: list[RequestRecord] = []
-        tasks: list[asyncio.Task[RequestRecord]] = []
 
         async def one(i: int, arrival: float, held: bool) -> RequestRecord:
             p = prompts[i % len(prompts)]
@@ -337,6 +429,7 @@ async def run_benchmark(
         duration = perf_counter() - t0
         await reporter.stop()
         server = await watcher.stop()
+        _refuse_missing_endpoint(client, records)
 
     return BenchResult(
         url=url,

@@ -10,12 +10,24 @@ A run whose KV cache filled up or that preempted requests is flagged with a
 plain-language note, because the fix is different (more KV memory, fewer
 concurrent sequences, a smaller max-num-batched-tokens) from a compute-bound
 run. A server without ``/metrics`` just yields ``available=False``.
+
+Names checked against vLLM 0.32 (vllm/v1/metrics/loggers.py: gauges
+``vllm:num_requests_running``/``_waiting`` ~line 528, ``vllm:kv_cache_usage_perc``
+~line 620, counters ``vllm:prefix_cache_{queries,hits}`` ~line 662 and
+``vllm:num_preemptions`` ~line 739, which prometheus_client exports with a
+``_total`` suffix) and older releases (``vllm:gpu_cache_usage_perc``, counters
+without ``_total``). Gauges are instantaneous, so peaks are taken only over
+scrapes made while tunelab had requests in flight (the first comes 0.1 s into
+the run, not after a full interval: a short run used to see only its idle
+before/after pages and report peak running 0); with no such scrape the peaks
+are None — shown as "not sampled", never as 0.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from time import perf_counter
@@ -28,7 +40,7 @@ def parse_prometheus(text: str) -> dict[str, list[float]]:
     """Parse Prometheus text format into metric name -> values (one per label set).
 
     Only what tunelab reads is needed: comments and blank lines are skipped,
-    labels are dropped, ``+Inf``/``NaN`` parse as floats, timestamps ignored.
+    labels are dropped, non-finite values (``NaN``, ``+Inf``) skipped, timestamps ignored.
     """
     out: dict[str, list[float]] = {}
     for raw in text.splitlines():
@@ -49,6 +61,8 @@ def parse_prometheus(text: str) -> dict[str, list[float]]:
             value = float(parts[0])
         except ValueError:
             continue
+        if not math.isfinite(value):
+            continue  # a NaN gauge must not become a peak
         out.setdefault(name.strip(), []).append(value)
     return out
 
@@ -62,7 +76,10 @@ def _first(metrics: dict[str, list[float]], *names: str) -> list[float] | None:
 
 @dataclass(frozen=True)
 class ServerSample:
-    """One scrape, reduced to what the summary needs (None: not exported)."""
+    """One scrape, reduced to what the summary needs (None: not exported).
+
+    ``in_flight`` is how many of tunelab's requests were open at the scrape.
+    """
 
     t: float
     kv_usage: float | None
@@ -71,9 +88,10 @@ class ServerSample:
     preemptions: float | None
     prefix_queries: float | None
     prefix_hits: float | None
+    in_flight: int = 0
 
 
-def sample_from_text(text: str, t: float) -> ServerSample:
+def sample_from_text(text: str, t: float, in_flight: int = 0) -> ServerSample:
     """Reduce one /metrics page (summing counters over engines, max of KV usage)."""
     m = parse_prometheus(text)
 
@@ -90,6 +108,7 @@ def sample_from_text(text: str, t: float) -> ServerSample:
         preemptions=total("vllm:num_preemptions_total", "vllm:num_preemptions"),
         prefix_queries=total("vllm:prefix_cache_queries_total", "vllm:prefix_cache_queries"),
         prefix_hits=total("vllm:prefix_cache_hits_total", "vllm:prefix_cache_hits"),
+        in_flight=in_flight,
     )
 
 
@@ -100,6 +119,8 @@ class ServerSummary:
     Attributes:
         available: False when the server exports no readable /metrics.
         samples: Scrapes taken.
+        busy_samples: Scrapes taken while requests were in flight (the peaks
+            come from these; 0 means the peaks are None, "not sampled").
         peak_kv_cache_usage: Highest KV-cache usage seen (0..1).
         peak_waiting_requests: Most requests queued in the scheduler.
         peak_running_requests: Most requests running at once.
@@ -112,6 +133,7 @@ class ServerSummary:
 
     available: bool
     samples: int = 0
+    busy_samples: int = 0
     peak_kv_cache_usage: float | None = None
     peak_waiting_requests: float | None = None
     peak_running_requests: float | None = None
@@ -131,8 +153,10 @@ def summarize(samples: list[ServerSample]) -> ServerSummary:
     if not samples:
         return ServerSummary(available=False, notes=["the server exports no /metrics page"])
 
+    busy = [s for s in samples if s.in_flight > 0]
+
     def peak(attr: str) -> float | None:
-        vals = [getattr(s, attr) for s in samples if getattr(s, attr) is not None]
+        vals = [getattr(s, attr) for s in busy if getattr(s, attr) is not None]
         return max(vals) if vals else None
 
     def delta(attr: str) -> float | None:
@@ -163,6 +187,7 @@ def summarize(samples: list[ServerSample]) -> ServerSummary:
     return ServerSummary(
         available=True,
         samples=len(samples),
+        busy_samples=len(busy),
         peak_kv_cache_usage=kv,
         peak_waiting_requests=waiting,
         peak_running_requests=peak("running"),
@@ -180,11 +205,18 @@ class ServerWatcher:
     Args:
         fetch: Coroutine returning the /metrics text or None.
         interval_s: Seconds between scrapes during the run.
+        in_flight: How many requests are open now (stamped on each sample).
     """
 
-    def __init__(self, fetch: Callable[[], Awaitable[str | None]], interval_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        fetch: Callable[[], Awaitable[str | None]],
+        interval_s: float = 1.0,
+        in_flight: Callable[[], int] | None = None,
+    ) -> None:
         self._fetch = fetch
         self._interval = interval_s
+        self._in_flight = in_flight or (lambda: 0)
         self.samples: list[ServerSample] = []
         self._task: asyncio.Task[None] | None = None
         self._missing = False
@@ -193,16 +225,18 @@ class ServerWatcher:
         """Take one sample now (no-op once the server proved to have none)."""
         if self._missing:
             return
+        busy = self._in_flight()
         text = await self._fetch()
         if text is None:
             self._missing = not self.samples
             return
-        self.samples.append(sample_from_text(text, perf_counter()))
+        self.samples.append(sample_from_text(text, perf_counter(), max(busy, self._in_flight())))
 
     async def _loop(self) -> None:
+        await asyncio.sleep(min(0.1, self._interval))  # requests are in flight by now
         while True:
-            await asyncio.sleep(self._interval)
             await self.scrape()
+            await asyncio.sleep(self._interval)
 
     async def start(self) -> None:
         """The 'before' scrape, then periodic ones in the background."""

@@ -84,7 +84,7 @@ class Workload:
             raise WorkloadError(f"num_prompts must be >= 1, got {self.num_prompts}")
         if not 0.0 <= self.range_ratio < 1.0:
             raise WorkloadError(f"range_ratio must be in [0, 1), got {self.range_ratio}")
-        if self.duration_s is not None and not self.duration_s > 0:
+        if self.duration_s is not None and not 0 < self.duration_s < math.inf:
             raise WorkloadError(f"duration_s must be > 0 seconds, got {self.duration_s}")
         if self.concurrency is not None and self.concurrency < 1:
             raise WorkloadError(
@@ -95,15 +95,17 @@ class Workload:
                 f"request_rate must be > 0 requests/s (use inf for all at once), "
                 f"got {self.request_rate}"
             )
-        if not self.burstiness > 0:
-            raise WorkloadError(f"burstiness must be > 0 (1.0 = Poisson), got {self.burstiness}")
+        if not 0 < self.burstiness < math.inf:
+            raise WorkloadError(
+                f"burstiness must be a finite number > 0 (1.0 = Poisson), got {self.burstiness}"
+            )
         if self.warmup_requests < 0:
             raise WorkloadError(f"warmup_requests must be >= 0, got {self.warmup_requests}")
         if self.endpoint not in ("completions", "chat"):
             raise WorkloadError(f"endpoint must be 'completions' or 'chat', got {self.endpoint!r}")
-        if not self.request_timeout_s > 0:
+        if not 0 < self.request_timeout_s < math.inf:
             raise WorkloadError(f"request_timeout_s must be > 0, got {self.request_timeout_s}")
-        if self.stall_timeout_s is not None and not self.stall_timeout_s > 0:
+        if self.stall_timeout_s is not None and not 0 < self.stall_timeout_s < math.inf:
             raise WorkloadError(f"stall_timeout_s must be > 0 or unset, got {self.stall_timeout_s}")
         for key, value in self.slo.items():
             if key not in SLO_KEYS:

@@ -10,8 +10,11 @@ failed, 2 for input tunelab cannot use (bad workload, unreachable server).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
+import os
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -30,6 +33,73 @@ def register(app: typer.Typer) -> None:
 def _fail(message: str) -> typer.Exit:
     typer.echo(f"tunelab bench: {message}", err=True)
     return typer.Exit(2)
+
+
+def clean(text: str) -> str:
+    """Server text without terminal escapes (tuner.bench.text, imported late for start-up)."""
+    from tuner.bench.text import clean as _clean
+
+    return _clean(text)
+
+
+def _headers(raw: list[str], api_key_env: str | None) -> dict[str, str]:
+    """Headers from ``--header 'Name: value'`` and ``--api-key-env VAR``.
+
+    Credentials come from here rather than the URL, so they are never part of
+    anything tunelab prints or stores (issue 19 "Then" 7).
+    """
+    out: dict[str, str] = {}
+    for item in raw:
+        name, sep, value = item.partition(":")
+        name, value = name.strip(), value.strip()
+        if (
+            not sep
+            or not name
+            or any(c in name for c in " \t\r\n")
+            or "\n" in value
+            or "\r" in value
+        ):
+            raise _fail(f"--header must look like 'Name: value', got {item.split(':')[0]!r}:…")
+        out[name] = value
+    if api_key_env:
+        key = os.environ.get(api_key_env, "")
+        if not key:
+            raise _fail(f"--api-key-env {api_key_env}: that environment variable is empty or unset")
+        out["Authorization"] = f"Bearer {key}"
+    return out
+
+
+def _check_output(output: Path) -> None:
+    """Refuse an unusable --output before the run, not after it (results lost)."""
+    if output.is_dir():
+        raise _fail(f"--output {output} is a directory; give a file name such as result.json")
+    parent = output.parent
+    if parent.exists() and not parent.is_dir():
+        raise _fail(f"--output {output}: {parent} is not a directory")
+    probe = parent
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise _fail(f"--output {output}: {probe} is not writable")
+
+
+def _write_safely(output: Path, text: str) -> None:
+    """Write ``text`` to ``output`` through a fresh temp file in the same folder.
+
+    mkstemp creates the temp file with O_EXCL under an unpredictable name, so
+    a symlink planted at a predictable ``.tmp`` name cannot redirect the
+    write; os.replace then swaps it in whole (never a half-written file).
+    """
+    output.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, output)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def bench_command(
@@ -86,10 +156,24 @@ def bench_command(
     detailed: Annotated[
         bool, typer.Option("--detailed", help="Include per-request lists in the JSON.")
     ] = False,
+    header: Annotated[
+        list[str] | None,
+        typer.Option("--header", help="Extra request header 'Name: value' (repeatable)."),
+    ] = None,
+    api_key_env: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key-env", help="Environment variable holding an API key (sent as Bearer)."
+        ),
+    ] = None,
 ) -> None:
     """Benchmark a running vLLM (or any OpenAI-compatible) server."""
     from tuner.bench.runner import BenchError, run_benchmark
     from tuner.bench.workload import Workload, WorkloadError, parse_slo
+
+    headers = _headers(header or [], api_key_env)
+    if output is not None:
+        _check_output(output)
 
     try:
         wl = Workload(
@@ -116,19 +200,30 @@ def bench_command(
     with _LiveProgress(enabled=not as_json) as live:
         try:
             result = asyncio.run(
-                run_benchmark(url, model, wl, on_progress=live.update, tokenizer_path=tokenizer)
+                run_benchmark(
+                    url,
+                    model,
+                    wl,
+                    on_progress=live.update,
+                    tokenizer_path=tokenizer,
+                    headers=headers,
+                )
             )
         except (BenchError, WorkloadError) as exc:
-            raise _fail(str(exc)) from None
+            raise _fail(clean(str(exc))) from None
 
     data = result.to_dict(detailed=detailed)
+    text = json.dumps(data, indent=2, default=str)
     if output is not None:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        tmp = output.with_suffix(output.suffix + ".tmp")
-        tmp.write_text(json.dumps(data, indent=2, default=str))
-        tmp.replace(output)  # never a half-written result file
+        try:
+            _write_safely(output, text)
+        except OSError as exc:
+            typer.echo(text)  # the measurement is not lost: it goes to stdout instead
+            raise _fail(
+                f"cannot write {output} ({exc.strerror or exc}); the result is above"
+            ) from None
     if as_json:
-        typer.echo(json.dumps(data, indent=2, default=str))
+        typer.echo(text)
     else:
         _print_table(result)
     if result.metrics["completed"] == 0:
@@ -181,11 +276,14 @@ def _print_table(result: BenchResult) -> None:
     from rich.table import Table
 
     from tuner.bench.metrics import delivery_warning
+    from tuner.bench.text import shown
 
     m = result.metrics
     d = result.to_dict()
     console = Console()
-    head = Table(title=f"tunelab bench — {result.model} @ {result.url}", show_header=False)
+    head = Table(
+        title=f"tunelab bench — {shown(result.model)} @ {shown(result.url)}", show_header=False
+    )
     head.add_column(style="bold")
     head.add_column(justify="right")
     head.add_row("Successful requests", str(m["completed"]))
@@ -212,9 +310,27 @@ def _print_table(result: BenchResult) -> None:
     failures = d["tunelab"]["failures"]
     for kind, count in failures.items():
         example = d["tunelab"]["failure_examples"].get(kind, "")
-        console.print(f"[red]failed: {count} × {kind}[/] — {example}")
+        console.print(f"[red]failed: {count} × {shown(kind)}[/] — {shown(example)}")
+    console.print(f"[bold]server:[/] {_server_line(result)}")
     for note in result.server.notes:
-        console.print(f"[yellow]server:[/] {note}")
+        console.print(f"[yellow]server:[/] {shown(note)}")
     warning = delivery_warning(d)
     if warning:
         console.print(f"[yellow]delivery:[/] {warning}")
+
+
+def _server_line(result: BenchResult) -> str:
+    """The server's own view in one line; "not sampled" where no busy scrape was read."""
+    srv = result.server
+    if not srv.available:
+        return "server metrics: not available (no readable /metrics page)"
+
+    def val(v: float | None, fmt: str) -> str:
+        return "not sampled" if v is None else format(v, fmt)
+
+    kv = "not sampled" if srv.peak_kv_cache_usage is None else f"{srv.peak_kv_cache_usage:.0%}"
+    return (
+        f"peak running {val(srv.peak_running_requests, 'g')}, "
+        f"peak waiting {val(srv.peak_waiting_requests, 'g')}, KV {kv} "
+        f"({srv.busy_samples} of {srv.samples} scrapes during load)"
+    )
