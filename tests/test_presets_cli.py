@@ -67,15 +67,28 @@ def test_show_unknown(app: typer.Typer) -> None:
         ("gpt-oss", "openai__gpt-oss-20b"),
         ("moe-mixtral", "mistralai__Mixtral-8x7B-Instruct-v0.1"),
         ("fp8-kv-cache", "meta-llama__Llama-3.1-8B-Instruct"),
-        ("awq", "meta-llama__Llama-3.1-70B-Instruct"),
+        ("awq", "meta-llama__Llama-3.1-70B-Instruct+awq"),
         ("cpu-demo", None),
     ],
 )
 def test_every_shipped_preset_passes_check_on_its_target(
-    app: typer.Typer, name: str, config: str | None
+    app: typer.Typer, name: str, config: str | None, tmp_path: Path
 ) -> None:
     args = ["check", name, "--no-compare-installed", "--json"]
-    if config:
+    if config and config.endswith("+awq"):
+        # The AWQ preset's model is the 70B checkpoint quantized with AWQ: the 70B
+        # config plus the quantization_config hugging-quants publishes with it.
+        cfg = json.loads((HF / f"{config.removesuffix('+awq')}.json").read_text())
+        cfg["quantization_config"] = {
+            "quant_method": "awq",
+            "bits": 4,
+            "group_size": 128,
+            "version": "gemm",
+            "zero_point": True,
+        }
+        (tmp_path / "config.json").write_text(json.dumps(cfg))
+        args += ["--model-config", str(tmp_path / "config.json")]
+    elif config:
         args += ["--model-config", str(HF / f"{config}.json")]
     code, out = run(app, *args)
     assert code == 0, out

@@ -26,12 +26,15 @@ from tuner.rules import RULES, Severity, Target, WorkloadShape
 
 CASES = [
     # -- quantization -----------------------------------------------------------
+    # vLLM sets VLLM_USE_TRITON_AWQ=1 itself on ROCm (rocm.py ~1154): no warning any more.
+    Case("awq-on-rocm", False, engine={"quantization": "awq"}, id="triton-awq-set-by-vllm"),
+    # AWQ takes bfloat16 activations from 0.24 (auto_awq.py).
     Case(
         "awq-on-rocm",
-        True,
-        engine={"quantization": "awq"},
-        severity=Severity.WARNING,
-        fix={"VLLM_USE_TRITON_AWQ": "1"},
+        False,
+        engine={"quantization": "awq", "dtype": "bfloat16"},
+        target=ROCM_NEW,
+        id="bf16-ok-in-0.32",
     ),
     Case(
         "awq-on-rocm",
@@ -442,7 +445,10 @@ def test_rule(case: Case) -> None:
 
 
 def test_every_rule_has_a_firing_and_a_silent_case() -> None:
-    cases = FIRST_CASES + CASES
+    from tests.test_rules_fit_parallel import CASES as FIT_CASES
+    from tests.test_rules_knowledge import CASES as KNOWLEDGE_CASES
+
+    cases = FIRST_CASES + CASES + FIT_CASES + KNOWLEDGE_CASES
     firing = {c.rule for c in cases if c.fires}
     silent = {c.rule for c in cases if not c.fires}
     ids = {r.id for r in RULES}

@@ -129,6 +129,27 @@ class ModelInfo:
         return self.attention is AttentionKind.MLA
 
     @property
+    def has_sinks(self) -> bool:
+        """Attention sinks (gpt-oss): vLLM's ROCM_ATTN cannot take them (rocm_attn.py supports_sink)."""
+        return self.is_gpt_oss
+
+    @property
+    def is_sparse_attention(self) -> bool:
+        """DeepSeek sparse attention (DSA: DeepSeek-V3.2): an indexer picks the attended tokens.
+
+        Read from the config's indexer keys (``index_topk``) or model_type
+        ``deepseek_v32``; vLLM routes such models to ROCM_AITER_MLA_SPARSE on
+        ROCm (platforms/rocm.py _get_backend_priorities, ``use_sparse``).
+        """
+        cfg = text_config(self.config) if self.config else {}
+        return bool(cfg.get("index_topk")) or self.model_type == "deepseek_v32"
+
+    @property
+    def is_multimodal(self) -> bool:
+        """A vision-language model (its config nests a vision encoder config)."""
+        return isinstance(self.config.get("vision_config"), dict) if self.config else False
+
+    @property
     def is_moe(self) -> bool:
         """True for mixture-of-experts models."""
         return self.moe is not None

@@ -22,14 +22,27 @@ from tuner.rules import (
     batching,
     cudagraph,
     environment,
+    hardware,
     memory,
     parallel,
     quantization,
+    serving,
 )
 from tuner.rules.base import RULES, Context, Rule
 from tuner.rules.types import GOALS, Finding, Severity, Target, WorkloadShape
 
-_THEMES = (aiter, attention, batching, cudagraph, environment, memory, parallel, quantization)
+_THEMES = (
+    aiter,
+    attention,
+    batching,
+    cudagraph,
+    environment,
+    hardware,
+    memory,
+    parallel,
+    quantization,
+    serving,
+)
 
 __all__ = [
     "GOALS",

@@ -11,10 +11,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from tuner.rules.base import AITER, Context, rule, truthy
-from tuner.rules.facts import AITER_FP8_KV_SINCE, R0, R1, R3, SHUFFLE_KV_MIN_CONCURRENCY
+from tuner.rules.facts import (
+    AITER_FA_MIN_HEAD_SIZE,
+    AITER_FP8_KV_SINCE,
+    R0,
+    R1,
+    R3,
+    SHUFFLE_KV_MIN_CONCURRENCY,
+)
 from tuner.rules.types import Finding, Severity
 
 SHUFFLE = "VLLM_ROCM_SHUFFLE_KV_CACHE_LAYOUT"
+SHUFFLE_SOURCE = "vLLM source vllm/v1/attention/backends/rocm_aiter_fa.py (0.32.0, ~1285 and ~1365)"
 
 
 def _is_aiter_subflag(key: str) -> bool:
@@ -94,25 +102,56 @@ def fp8_kv_with_aiter(ctx: Context) -> Iterator[Finding]:
     )
 
 
+def _shuffle_blockers(ctx: Context) -> list[str]:
+    """What makes AITER FA's decode take the unified-attention path, where the shuffled layout asserts.
+
+    vllm/v1/attention/backends/rocm_aiter_fa.py (0.32.0): sliding window, sinks
+    or a multi-token decode (speculative decoding) ~line 1285-1293; head size
+    below 64 ~line 1363-1370.
+    """
+    why = []
+    model = ctx.model
+    if model is not None and model.sliding_window:
+        why.append("sliding-window layers")
+    if model is not None and model.has_sinks:
+        why.append("attention sinks")
+    if ctx.config.engine.get("speculative-config"):
+        why.append("speculative decoding (multi-token decode steps)")
+    if model is not None and model.head_dim < AITER_FA_MIN_HEAD_SIZE:
+        why.append(f"head size {model.head_dim} (below {AITER_FA_MIN_HEAD_SIZE})")
+    return why
+
+
 @rule("shuffle-kv-layout")
 def shuffle_kv_layout(ctx: Context) -> Iterator[Finding]:
-    """The shuffled KV layout pays off for ROCM_AITER_FA at 32+ concurrent requests."""
+    """The shuffled KV layout: only ROCM_AITER_FA reads it, it asserts on some shapes, pays at 32+ requests."""
     if not ctx.rocm:
         return
     shuffle = ctx.flag(SHUFFLE, False)
-    sliding = ctx.model is not None and (ctx.model.sliding_window or ctx.model.is_gpt_oss)
-    if shuffle and sliding:
+    backend = ctx.effective_backend()
+    blockers = _shuffle_blockers(ctx)
+    if shuffle and backend is not None and backend != "ROCM_AITER_FA":
         yield Finding(
-            Severity.ERROR,
-            (SHUFFLE,),
-            f"{SHUFFLE}=1 does not work with sliding-window or attention-sink models "
-            f"({ctx.model.short_name if ctx.model else 'this model'}): vLLM's AITER FA backend asserts "
-            "on it at the first decode",
-            "vLLM source vllm/v1/attention/backends/rocm_aiter_fa.py (0.32.0)",
+            Severity.ADVICE,
+            (SHUFFLE, "attention-backend"),
+            f"{SHUFFLE}=1 does nothing with {backend}: only ROCM_AITER_FA reads it",
+            f"{SHUFFLE_SOURCE}; vllm/_aiter_ops.py line 2021",
             {SHUFFLE: None},
         )
         return
-    if shuffle or sliding or ctx.effective_backend() != "ROCM_AITER_FA":
+    if shuffle and blockers:
+        yield Finding(
+            Severity.ERROR if backend == "ROCM_AITER_FA" else Severity.WARNING,
+            (SHUFFLE,),
+            f"{SHUFFLE}=1 does not work with {', '.join(blockers)}"
+            + (f" ({ctx.model.short_name})" if ctx.model else "")
+            + ": vLLM's AITER FA backend sends those decodes to unified attention, which asserts "
+            "on the shuffled layout at the first decode",
+            SHUFFLE_SOURCE,
+            {SHUFFLE: None},
+        )
+        return
+    if shuffle or blockers or backend != "ROCM_AITER_FA":
         return
     if (ctx.concurrency or 0) < SHUFFLE_KV_MIN_CONCURRENCY:
         return

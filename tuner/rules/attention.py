@@ -15,6 +15,9 @@ from tuner.rules.facts import (
     AITER_MLA_ANY_BLOCK_SIZE_SINCE,
     R0,
     R1,
+    ROCM_ATTN_CUSTOM_PA_SOURCE,
+    ROCM_ATTN_FIRST_SINCE,
+    ROCM_ATTN_FIRST_SOURCE,
     UNIFIED_BACKEND_SINCE,
     UNIFIED_ENV_IGNORED_SINCE,
 )
@@ -160,7 +163,13 @@ def _unified_env_ignored_since() -> str:
 
 @rule("aiter-unified-attention")
 def unified_attention(ctx: Context) -> Iterator[Finding]:
-    """The unified-attention switch works only with AITER on, AITER MHA off, PD attention off."""
+    """The unified-attention switch: ignored from 0.19, honoured first in 0.11.1-0.18.
+
+    Before, tunelab warned that the switch needs AITER MHA off; that was the
+    selector the reference describes. In 0.11.1-0.18 vLLM checks it before MHA
+    ("Priority 1 ... must check before MHA"), so AITER MHA on does not matter
+    there; from 0.19 (PR #36702) the selector no longer reads it at all.
+    """
     if not ctx.flag(UNIFIED_ENV, False) or ctx.platform in {"cpu", "cuda"}:
         return
     if ctx.version_lt(_unified_env_ignored_since()) is False:
@@ -168,23 +177,16 @@ def unified_attention(ctx: Context) -> Iterator[Finding]:
             Severity.WARNING,
             (UNIFIED_ENV, "attention-backend"),
             f"vLLM {ctx.target.vllm_version} no longer reads {UNIFIED_ENV} when choosing a backend; "
-            f"select AITER unified attention with attention-backend {UNIFIED_BACKEND}",
-            f"{R1} §Attention backend selection with AITER; vllm-project/vllm PR #35246",
+            f"select AITER unified attention with attention-backend {UNIFIED_BACKEND} (keep "
+            f"{AITER}=1: the explicit backend replaces attention only)",
+            f"{R1} §Attention backend selection with AITER; {ROCM_ATTN_FIRST_SOURCE}",
             {UNIFIED_ENV: None, "attention-backend": UNIFIED_BACKEND, AITER: "1"},
         )
         return
     if not ctx.aiter_on:
         return  # aiter-subflag-without-master says it
-    if ctx.flag("VLLM_ROCM_USE_AITER_MHA", True):
-        yield Finding(
-            Severity.WARNING,
-            (UNIFIED_ENV, "VLLM_ROCM_USE_AITER_MHA"),
-            f"{UNIFIED_ENV}=1 only takes effect with AITER MHA off; with VLLM_ROCM_USE_AITER_MHA "
-            "on (its default) vLLM picks AITER MHA instead",
-            f"{R0} §AITER (AI Tensor Engine for ROCm) switches",
-            {"VLLM_ROCM_USE_AITER_MHA": "0"},
-        )
-    if ctx.flag(PD_ENV, False):
+    if ctx.version_lt(UNIFIED_BACKEND_SINCE) is not False and ctx.flag(PD_ENV, False):
+        # Older (or unknown) selectors checked the prefill-decode split first.
         yield Finding(
             Severity.WARNING,
             (UNIFIED_ENV, PD_ENV),
@@ -193,6 +195,105 @@ def unified_attention(ctx: Context) -> Iterator[Finding]:
             f"{R0} §AITER (AI Tensor Engine for ROCm) switches",
             {PD_ENV: None},
         )
+
+
+def _custom_paged_attention_misses(ctx: Context) -> list[str]:
+    """Why ROCM_ATTN's custom paged attention would not apply (empty: it applies)."""
+    model = ctx.model
+    if model is None:
+        return []
+    why = []
+    if model.head_dim not in (64, 128):
+        why.append(f"head size {model.head_dim} (needs 64 or 128)")
+    block = ctx.int_value("block-size")
+    if block is not None and block not in (16, 32):
+        why.append(f"block-size {block} (needs 16 or 32)")
+    ratio = model.num_heads // max(model.num_kv_heads, 1)
+    if ratio > 16:
+        why.append(f"GQA ratio {ratio} (needs <= 16)")
+    length = ctx.max_model_len
+    if length and length > 128 * 1024:
+        why.append(f"max-model-len {length:,} (needs <= 131,072)")
+    if model.sliding_window:
+        why.append("sliding-window layers")
+    if model.has_sinks:
+        why.append("attention sinks")
+    return why
+
+
+@rule("rocm-attn-default-backend")
+def rocm_attn_default(ctx: Context) -> Iterator[Finding]:
+    """vLLM ≥ 0.19 on ROCm picks ROCM_ATTN first: VLLM_ROCM_USE_AITER=1 alone is not AITER FA."""
+    if ctx.backend or not ctx.rocm or ctx.effective_backend() != "ROCM_ATTN":
+        return
+    if ctx.version_lt(ROCM_ATTN_FIRST_SINCE) is not False:
+        return  # older selectors: effective_backend reached ROCM_ATTN only when asked for it
+    misses = _custom_paged_attention_misses(ctx)
+    fallback = (
+        f"; for this config its custom paged-attention kernel does not apply ({', '.join(misses)}), "
+        "so decode runs its slower Triton fallback"
+        if misses
+        else ""
+    )
+    if ctx.aiter_on:
+        head = (
+            f"with {AITER}=1 alone vLLM {ctx.target.vllm_version} still selects ROCM_ATTN, not "
+            "AITER FA: since 0.19 the ROCm selector tries ROCM_ATTN first (a regression by its "
+            "maintainers' account; 2.7-4.4x lower throughput than AITER FA measured on "
+            "Qwen3-235B). Set attention-backend ROCM_AITER_FA and keep "
+            f"{AITER}=1 (GEMM, RMSNorm and MoE kernels still need the master switch)"
+        )
+        severity = Severity.WARNING
+    else:
+        head = (
+            f"vLLM {ctx.target.vllm_version} on ROCm uses ROCM_ATTN by default; AITER FA "
+            f"({AITER}=1 with attention-backend ROCM_AITER_FA) is usually faster on MI300-class GPUs"
+        )
+        severity = Severity.ADVICE
+    yield Finding(
+        severity,
+        ("attention-backend", AITER),
+        head + fallback,
+        f"{ROCM_ATTN_FIRST_SOURCE}; {R1} §Attention backend selection with AITER",
+        {"attention-backend": "ROCM_AITER_FA", AITER: "1"},
+    )
+
+
+@rule("rocm-attn-paged-fallback")
+def rocm_attn_fallback(ctx: Context) -> Iterator[Finding]:
+    """An explicit ROCM_ATTN whose custom paged attention cannot apply to this config."""
+    if ctx.backend != "ROCM_ATTN" or not ctx.rocm:
+        return
+    misses = _custom_paged_attention_misses(ctx)
+    if not misses:
+        return
+    yield Finding(
+        Severity.ADVICE,
+        ("attention-backend",),
+        "ROCM_ATTN's custom paged-attention kernel needs head size 64/128, block size 16/32, "
+        "GQA ratio <= 16, context <= 128k, no sliding window and no sinks; here "
+        f"{', '.join(misses)}, so it falls back to a Triton kernel: compare with ROCM_AITER_FA "
+        "or TRITON_ATTN",
+        ROCM_ATTN_CUSTOM_PA_SOURCE,
+        None,
+    )
+
+
+@rule("dsa-sparse-mla-backend")
+def dsa_sparse_backend(ctx: Context) -> Iterator[Finding]:
+    """DeepSeek sparse attention (V3.2) runs only on ROCM_AITER_MLA_SPARSE on ROCm."""
+    if not ctx.rocm or ctx.model is None or not ctx.model.is_sparse_attention:
+        return
+    if ctx.backend in (None, "ROCM_AITER_MLA_SPARSE"):
+        return
+    yield Finding(
+        Severity.ERROR,
+        ("attention-backend",),
+        f"{ctx.model.short_name} uses DeepSeek sparse attention (an indexer selects the tokens); "
+        f"on ROCm vLLM has only ROCM_AITER_MLA_SPARSE for it, not {ctx.backend}",
+        "vLLM source vllm/platforms/rocm.py _get_backend_priorities (use_sparse), 0.32.0 line 485",
+        {"attention-backend": "ROCM_AITER_MLA_SPARSE"},
+    )
 
 
 def _env_available(ctx: Context, key: str) -> bool:

@@ -16,6 +16,7 @@ from typing import Any
 from tuner.config import EngineConfig, is_env_key
 from tuner.knobs.versions import parse_version
 from tuner.model.info import ModelInfo
+from tuner.rules.facts import ROCM_ATTN_FIRST_SINCE, UNIFIED_BACKEND_SINCE
 from tuner.rules.types import Finding, Target, WorkloadShape
 
 AITER = "VLLM_ROCM_USE_AITER"
@@ -156,30 +157,57 @@ class Context:
         return str(raw).strip().upper() if raw else None
 
     def effective_backend(self) -> str | None:
-        """The backend vLLM will use, where the reference docs say how it selects.
+        """The backend vLLM will use on ROCm, by the selector of the target release.
 
-        The explicit ``attention-backend`` wins; otherwise, on ROCm, the
-        selection described in 000_cadfc2653427814e.txt §Attention backend
-        selection with AITER (up to vLLM 0.18; later releases reordered the
-        priorities, so None is returned there rather than a guess).
+        The explicit ``attention-backend`` wins. Otherwise (ROCm only; the raw
+        file names are the reference documents):
+
+        * ≥ 0.19 (vllm/platforms/rocm.py ``_get_backend_priorities``, PR #36702):
+          DSA models → ROCM_AITER_MLA_SPARSE; MLA → ROCM_AITER_MLA with AITER
+          (and its MLA flag) on, else TRITON_MLA; everything else → ROCM_ATTN
+          first, except sink models (ROCM_ATTN ``supports_sink`` is False):
+          ROCM_AITER_FA with AITER MHA on, else ROCM_AITER_UNIFIED_ATTN.
+        * 0.11.1-0.18: AITER on + VLLM_ROCM_USE_AITER_UNIFIED_ATTENTION=1 picks
+          unified attention first ("Priority 1 ... must check before MHA"),
+          then AITER MHA, then ROCM_ATTN with the prefill-decode switch, then
+          TRITON_ATTN (000_cadfc2653427814e.txt §Attention backend selection
+          with AITER describes this order minus the unified-first step).
+        * earlier, or an unknown version: the same without the unified step.
         """
         if self.backend:
             return self.backend
-        if not self.rocm or self.version_lt("0.19.0") is False:
+        if not self.rocm or self.model is None:
             return None
-        is_mla = self.model.is_mla if self.model else None
-        if is_mla is None:
-            return None
-        if is_mla:
+        if self.version_lt(ROCM_ATTN_FIRST_SINCE) is False:
+            return self._backend_since_019()
+        if self.model.is_mla:
             aiter_mla = self.aiter_on and self.flag("VLLM_ROCM_USE_AITER_MLA", True)
             return "ROCM_AITER_MLA" if aiter_mla else "TRITON_MLA"
+        unified_first = self.version_lt(UNIFIED_BACKEND_SINCE) is False
+        unified = self.aiter_on and self.flag("VLLM_ROCM_USE_AITER_UNIFIED_ATTENTION", False)
+        if unified_first and unified:
+            return "ROCM_AITER_UNIFIED_ATTN"
         if self.aiter_on and self.flag("VLLM_ROCM_USE_AITER_MHA", True):
             return "ROCM_AITER_FA"
         if self.flag("VLLM_V1_USE_PREFILL_DECODE_ATTENTION", False):
             return "ROCM_ATTN"
-        if self.aiter_on and self.flag("VLLM_ROCM_USE_AITER_UNIFIED_ATTENTION", False):
+        if unified:
             return "ROCM_AITER_UNIFIED_ATTN"
         return "TRITON_ATTN"
+
+    def _backend_since_019(self) -> str:
+        """vLLM ≥ 0.19's ROCm priority list (see :meth:`effective_backend`)."""
+        assert self.model is not None
+        if self.model.is_sparse_attention:
+            return "ROCM_AITER_MLA_SPARSE"
+        if self.model.is_mla:
+            aiter_mla = self.aiter_on and self.flag("VLLM_ROCM_USE_AITER_MLA", True)
+            return "ROCM_AITER_MLA" if aiter_mla else "TRITON_MLA"
+        if self.model.has_sinks:
+            if self.aiter_on and self.flag("VLLM_ROCM_USE_AITER_MHA", True):
+                return "ROCM_AITER_FA"
+            return "ROCM_AITER_UNIFIED_ATTN"
+        return "ROCM_ATTN"
 
     # -- engine shape -------------------------------------------------------
     @property

@@ -127,17 +127,33 @@ def _layout(ctx: Context) -> str:
     return ", ".join(parts)
 
 
+def _workload_need(ctx: Context) -> tuple[int | None, int | None]:
+    """Tokens one request holds and tokens the workload's concurrency needs (None: unknown)."""
+    per_request = ctx.workload.sequence_len if ctx.workload else None
+    if not (ctx.workload and ctx.workload.concurrency):
+        return per_request, None
+    per_request = per_request or ctx.max_model_len
+    return per_request, (per_request * ctx.workload.concurrency if per_request else None)
+
+
+def estimate(ctx: Context) -> FitEstimate | None:
+    """The estimate memory-fit judges (online FP8, TP x PP x DP, the workload).
+
+    The TUI's Model panel shows this same estimate (tuner.lab.fit), so the panel
+    cannot say "fits" while the rule warns. None where the rule stays silent.
+    """
+    if ctx.model is None or not ctx.target.vram_gib or ctx.platform == "cpu":
+        return None
+    return _estimate(ctx, _with_online_quantization(ctx), _workload_need(ctx)[1])
+
+
 @rule("memory-fit")
 def memory_fit(ctx: Context) -> Iterator[Finding]:
     """Weights + KV must fit VRAM × gpu-memory-utilization, per GPU of the TP × PP × DP (EP) layout."""
     if ctx.model is None or not ctx.target.vram_gib or ctx.platform == "cpu":
         return
     util = utilization(ctx)
-    need = None
-    per_request = ctx.workload.sequence_len if ctx.workload else None
-    if ctx.workload and ctx.workload.concurrency:
-        per_request = per_request or ctx.max_model_len
-        need = per_request * ctx.workload.concurrency if per_request else None
+    per_request, need = _workload_need(ctx)
     model = _with_online_quantization(ctx)
     est = _estimate(ctx, model, need)
     knobs = ("tensor-parallel-size", UTIL, "max-model-len")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from tuner.rules.base import Context, rule
-from tuner.rules.facts import R0
+from tuner.rules.facts import AWQ_BF16_SINCE, R0
 from tuner.rules.types import Finding, Severity
 
 # --quantization values that read the same checkpoint format as the config's method.
@@ -32,28 +32,32 @@ def _quant(ctx: Context) -> str | None:
 
 @rule("awq-on-rocm")
 def awq_on_rocm(ctx: Context) -> Iterator[Finding]:
-    """AWQ on ROCm wants the Triton kernels and an fp16/auto activation dtype."""
+    """AWQ on ROCm: vLLM turns the Triton AWQ kernels on itself; bf16 activations from 0.24.
+
+    Before, tunelab told the user VLLM_USE_TRITON_AWQ=1 was needed; vLLM sets
+    it on ROCm when AWQ is used (rocm.py lines 1154-1159 in 0.32.0), so the
+    variable is left alone. The dtype limit (000 §AWQ: auto or float16) holds
+    only for releases whose AWQ reads fp16 activations alone.
+    """
     method = _quant(ctx) or (ctx.model.quant_method if ctx.model else None)
     if not ctx.rocm or method not in {"awq", "awq_marlin"}:
         return
-    source = f"{R0} §AWQ (Activation-aware Weight Quantization)"
-    if not ctx.flag("VLLM_USE_TRITON_AWQ", False):
-        yield Finding(
-            Severity.WARNING,
-            ("VLLM_USE_TRITON_AWQ", "quantization"),
-            "AWQ on ROCm needs VLLM_USE_TRITON_AWQ=1 to use the Triton AWQ kernels",
-            source,
-            {"VLLM_USE_TRITON_AWQ": "1"},
-        )
     dtype = str(ctx.config.engine.get("dtype") or "auto").lower()
-    if dtype not in {"auto", "float16", "half"}:
-        yield Finding(
-            Severity.ERROR,
-            ("dtype", "quantization"),
-            f"AWQ requires dtype auto or float16 (activations in FP16), not {dtype}",
-            source,
-            {"dtype": "auto"},
-        )
+    if dtype in {"auto", "float16", "half"}:
+        return
+    older = ctx.version_lt(AWQ_BF16_SINCE)
+    if older is False:
+        return
+    yield Finding(
+        Severity.ERROR if older else Severity.WARNING,
+        ("dtype", "quantization"),
+        f"AWQ requires dtype auto or float16 (activations in FP16), not {dtype}, in vLLM "
+        + (ctx.target.vllm_version or f"before {AWQ_BF16_SINCE} (target version unknown)")
+        + f"; from {AWQ_BF16_SINCE} AWQ also takes bfloat16",
+        f"{R0} §AWQ (Activation-aware Weight Quantization); vLLM source "
+        "model_executor/layers/quantization/auto_awq.py (0.32.0 line 229)",
+        {"dtype": "auto"},
+    )
 
 
 @rule("prequantized-quantization-conflict")
@@ -75,11 +79,33 @@ def prequantized_conflict(ctx: Context) -> Iterator[Finding]:
     )
 
 
+# --quantization values vLLM can apply to an unquantized (BF16/FP16) checkpoint
+# at load time (0.32 vllm/config/quantization.py _ONLINE_SHORTHANDS and
+# ONLINE_QUANT_SHORTHAND_NAMES lines 192-231; fp8 is Fp8Config's dynamic path;
+# ptpc_fp8 until 0.18, experts_int8 and bitsandbytes (until 0.28) quantize in flight too).
+ONLINE_METHODS = frozenset(
+    {
+        "fp8",
+        "fp8_per_tensor",
+        "fp8_per_block",
+        "fp8_per_channel",
+        "ptpc_fp8",
+        "mxfp8",
+        "mxfp4",
+        "int8_per_channel_weight_only",
+        "nvfp4_per_token",
+        "online",
+        "experts_int8",
+        "bitsandbytes",
+    }
+)
+
+
 @rule("on-the-fly-quantization")
 def on_the_fly(ctx: Context) -> Iterator[Finding]:
     """Quantizing an FP16/BF16 model at start-up adds minutes to every engine start."""
     asked = _quant(ctx)
-    if not asked or ctx.model is None or ctx.model.is_prequantized:
+    if not asked or ctx.model is None or ctx.model.is_prequantized or asked not in ONLINE_METHODS:
         return
     yield Finding(
         Severity.ADVICE,
@@ -88,4 +114,27 @@ def on_the_fly(ctx: Context) -> Iterator[Finding]:
         "on large models); for repeated trials or production restarts, use a pre-quantized model",
         f"{R0} §On-the-fly quantization",
         None,
+    )
+
+
+@rule("quantization-needs-checkpoint")
+def needs_checkpoint(ctx: Context) -> Iterator[Finding]:
+    """awq, gptq, compressed-tensors, quark ... read a quantized checkpoint; vLLM cannot make one.
+
+    Before, tunelab said "quantizes at every start-up" for any method; vLLM
+    fails to load a BF16 checkpoint with ``--quantization awq`` (no qweight
+    tensors, no quantization_config).
+    """
+    asked = _quant(ctx)
+    if not asked or ctx.model is None or ctx.model.is_prequantized or asked in ONLINE_METHODS:
+        return
+    yield Finding(
+        Severity.ERROR,
+        ("quantization",),
+        f"{ctx.model.short_name} is not quantized, and quantization {asked} only reads a checkpoint "
+        f"already quantized with {asked}; vLLM cannot quantize it at load time. Use a pre-quantized "
+        "checkpoint, or an on-the-fly method (fp8, fp8_per_channel, mxfp4 ...)",
+        "vLLM source vllm/config/quantization.py ONLINE_QUANT_SHORTHAND_NAMES (0.32.0 line 228); "
+        f"{R0} §On-the-fly quantization",
+        {"quantization": "fp8"},
     )
