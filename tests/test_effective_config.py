@@ -1,0 +1,155 @@
+"""Requested vs effective: vLLM's start-up log read into an EffectiveConfig and compared.
+
+The log excerpts under tests/data/vllm-logs/ are real vLLM 0.32 CPU logs
+(the lines that matter, cut from trial logs of this machine).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tuner.cpu_demo import DEMO_ENGINE_ARGS
+from tuner.engine import effective
+
+DATA = Path(__file__).parent / "data" / "vllm-logs"
+
+
+def lines(name: str) -> list[str]:
+    return (DATA / name).read_text().splitlines()
+
+
+def test_engine_line_of_0_32_cpu_gives_the_resolved_values() -> None:
+    eff = effective.parse_log(lines("cpu-0.32-default.log"), backend="CPU_ATTN")
+    vals = {k: v.value for k, v in eff.values.items()}
+    assert eff.vllm_version == "v0.32.0"
+    assert vals["dtype"] == "bfloat16"
+    assert vals["max-model-len"] == "2048"
+    assert vals["cudagraph-mode"] == "NONE"
+    assert vals["tensor-parallel-size"] == "1"
+    assert vals["enable-chunked-prefill"] == "True"
+    assert vals["enable-prefix-caching"] == "True"
+    assert vals["enforce-eager"] == "False"
+    assert vals["attention-backend"] == "CPU_ATTN"
+    assert eff.received is not None and "'max_num_seqs': 64" in eff.received
+
+
+def test_default_demo_config_has_no_mismatch() -> None:
+    eff = effective.compare(
+        DEMO_ENGINE_ARGS, effective.parse_log(lines("cpu-0.32-default.log"), "CPU_ATTN")
+    )
+    assert eff.mismatches == ()
+
+
+def test_requested_values_vllm_changed_are_mismatches() -> None:
+    requested = {
+        **DEMO_ENGINE_ARGS,
+        "cudagraph-mode": "FULL",
+        "attention-backend": "TORCH_SDPA",
+        "max-model-len": 4096,
+    }
+    eff = effective.compare(
+        requested, effective.parse_log(lines("cpu-0.32-default.log"), "CPU_ATTN")
+    )
+    got = {m.knob: (m.requested, m.effective) for m in eff.mismatches}
+    assert got == {
+        "cudagraph-mode": ("FULL", "NONE"),
+        "attention-backend": ("TORCH_SDPA", "CPU_ATTN"),
+        "max-model-len": ("4096", "2048"),
+    }
+    graph = next(m for m in eff.mismatches if m.knob == "cudagraph-mode")
+    assert "CUDAGraphMode.NONE" in graph.evidence
+    assert "vLLM ran NONE" in graph.message()
+
+
+def test_cpu_refusal_line_is_the_backend_evidence() -> None:
+    log = [
+        *lines("cpu-0.32-default.log"),
+        "(Worker pid=3) INFO 11-23 08:43:38 [cpu.py:178] Cannot use "
+        "AttentionBackendEnum.TORCH_SDPA backend on CPU.",
+    ]
+    eff = effective.compare(
+        {"attention-backend": "TORCH_SDPA"}, effective.parse_log(log, "CPU_ATTN")
+    )
+    (only,) = eff.mismatches
+    assert only.effective == "CPU_ATTN"
+    assert only.evidence.startswith("Cannot use AttentionBackendEnum.TORCH_SDPA")
+
+
+def test_override_warnings_win_over_nothing_and_are_evidence() -> None:
+    log = [
+        "WARNING [vllm.py:1051] Dynamic speculative decoding changes the target verification "
+        "length at runtime. Overriding cudagraph_mode from FULL to PIECEWISE for reliability.",
+        "WARNING [vllm.py:1610] Async scheduling not supported with ngram-based speculative "
+        "decoding and will be disabled.",
+        "INFO [scheduler.py:308] Chunked prefill is enabled with max_num_batched_tokens=2048.",
+        "INFO [rocm.py:841] Found incompatible backend(s) [ROCM_AITER_FA] with "
+        "AttentionType.DECODER. Overriding with ROCM_ATTN out of potential backends: ['ROCM_ATTN'].",
+    ]
+    eff = effective.compare(
+        {
+            "cudagraph-mode": "FULL",
+            "async-scheduling": True,
+            "max-num-batched-tokens": 8192,
+            "attention-backend": "ROCM_AITER_FA",
+        },
+        effective.parse_log(log),
+    )
+    got = {m.knob: m.effective for m in eff.mismatches}
+    assert got == {
+        "cudagraph-mode": "PIECEWISE",
+        "async-scheduling": "False",
+        "max-num-batched-tokens": "2048",
+        "attention-backend": "ROCM_ATTN",
+    }
+
+
+def test_matching_spellings_are_not_mismatches() -> None:
+    eff = effective.compare(
+        {
+            "dtype": "half",
+            "cudagraph-mode": "none",
+            "kv-cache-dtype": "auto",
+            "enforce-eager": False,
+        },
+        effective.EffectiveConfig(
+            {
+                "dtype": effective.EffectiveValue("dtype", "float16", "x"),
+                "cudagraph-mode": effective.EffectiveValue("cudagraph-mode", "NONE", "x"),
+                "kv-cache-dtype": effective.EffectiveValue("kv-cache-dtype", "fp8", "x"),
+                "enforce-eager": effective.EffectiveValue("enforce-eager", "False", "x"),
+            }
+        ),
+    )
+    assert eff.mismatches == ()
+
+
+def test_cudagraph_mode_folded_into_compilation_config_is_compared() -> None:
+    eff = effective.compare(
+        {"compilation-config": '{"cudagraph_mode": "FULL_DECODE_ONLY"}'},
+        effective.parse_log(lines("cpu-0.32-default.log")),
+    )
+    assert [(m.knob, m.requested, m.effective) for m in eff.mismatches] == [
+        ("cudagraph-mode", "FULL_DECODE_ONLY", "NONE")
+    ]
+
+
+def test_round_trip_and_findings() -> None:
+    eff = effective.compare(
+        {"cudagraph-mode": "FULL"}, effective.parse_log(lines("cpu-0.32-default.log"))
+    )
+    again = effective.of_trial(eff.to_dict())
+    assert again == eff
+    (finding,) = effective.mismatch_findings(eff)
+    assert finding["rule"] == effective.RULE_ID and finding["knobs"] == ["cudagraph-mode"]
+    assert finding["severity"] == "warning" and "FULL" in finding["message"]
+    assert effective.of_trial(None) is None
+
+
+def test_start_lines_reads_only_the_last_start(tmp_path: Path) -> None:
+    log = tmp_path / "engine.log"
+    log.write_text(
+        "[tunelab] $ vllm first\nOSError: [Errno 98] Address already in use\n"
+        "[tunelab] $ vllm second\nINFO ok\n"
+    )
+    assert effective.start_lines(log) == ["[tunelab] $ vllm second", "INFO ok"]
+    assert effective.start_lines(tmp_path / "missing.log") == []
