@@ -48,7 +48,8 @@ def test_show_toml_and_script(app: typer.Typer) -> None:
     assert out == (shipped_dir() / "gpt-oss.toml").read_text()
     code, out = run(app, "show", "gpt-oss", "--format", "sh")
     assert code == 0, out
-    assert "export VLLM_ROCM_USE_AITER_UNIFIED_ATTENTION='1'" in out
+    assert "export VLLM_ROCM_USE_AITER='1'" in out
+    assert "--attention-backend='ROCM_AITER_UNIFIED_ATTN'" in out
     assert out.startswith("#!/usr/bin/env bash")
 
 
@@ -64,6 +65,7 @@ def test_show_unknown(app: typer.Typer) -> None:
         ("dense-throughput", "meta-llama__Llama-3.1-8B-Instruct"),
         ("dense-low-latency", "meta-llama__Llama-3.1-8B-Instruct"),
         ("mla-deepseek", "deepseek-ai__DeepSeek-V3"),
+        ("deepseek-dp8-ep", "deepseek-ai__DeepSeek-V3"),
         ("gpt-oss", "openai__gpt-oss-20b"),
         ("moe-mixtral", "mistralai__Mixtral-8x7B-Instruct-v0.1"),
         ("fp8-kv-cache", "meta-llama__Llama-3.1-8B-Instruct"),

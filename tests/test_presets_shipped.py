@@ -17,6 +17,7 @@ REFERENCE = Path("/work/shared/reference")
 EXPECTED = {
     "awq",
     "cpu-demo",
+    "deepseek-dp8-ep",
     "dense-low-latency",
     "dense-throughput",
     "fp8-kv-cache",
@@ -65,16 +66,23 @@ def test_cpu_demo_matches_the_embedded_default() -> None:
 def test_contents_follow_the_reference_docs() -> None:
     """Spot checks of the values the cited sections prescribe."""
     get = lambda n: load_preset(find_preset(n), resolve=False).config  # noqa: E731
-    assert get("mla-deepseek").engine["block-size"] == 1
+    # block-size 1 was needed for AITER MLA before 0.11.1 only (PR #27715) and costs host
+    # time at long context (PR #27224): the 0.33 preset leaves it at the default.
+    assert "block-size" not in get("mla-deepseek").engine
     assert get("mla-deepseek").engine["tensor-parallel-size"] == 8
+    dp = get("deepseek-dp8-ep").engine
+    assert dp["data-parallel-size"] == 8 and dp["enable-expert-parallel"] is True
+    assert "tensor-parallel-size" not in dp
     assert get("dense-throughput").engine["cudagraph-mode"] == "FULL"
     assert get("dense-throughput").engine["max-num-batched-tokens"] >= 32768
     assert get("dense-low-latency").engine["max-num-batched-tokens"] <= 8192
-    assert get("gpt-oss").env == {
-        "VLLM_ROCM_USE_AITER": "1",
-        "VLLM_ROCM_USE_AITER_MHA": "0",
-        "VLLM_ROCM_USE_AITER_UNIFIED_ATTENTION": "1",
-    }
+    # vLLM >= 0.19 ignores the unified-attention env switch: the backend is named instead.
+    assert get("gpt-oss").env == {"VLLM_ROCM_USE_AITER": "1"}
+    assert get("gpt-oss").engine["attention-backend"] == "ROCM_AITER_UNIFIED_ATTN"
+    for name in ("dense-throughput", "dense-low-latency", "moe-mixtral"):
+        assert get(name).engine["attention-backend"] == "ROCM_AITER_FA", name
+        assert get(name).env["VLLM_ROCM_USE_AITER"] == "1", name
+    assert get("dense-throughput").engine["max-num-seqs"] >= 2048
     assert get("awq").env["VLLM_USE_TRITON_AWQ"] == "1"
     assert get("awq").engine["quantization"] == "awq"
     assert get("fp8-kv-cache").engine["kv-cache-dtype"] == "fp8"

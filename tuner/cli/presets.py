@@ -97,6 +97,14 @@ def show_command(
     fmt: Annotated[
         str, typer.Option("--format", help="What to print: toml (the file), sh, yaml or docker.")
     ] = "toml",
+    allow_code: Annotated[
+        bool,
+        typer.Option(
+            "--allow-code",
+            help="Accept engine arguments that load or run code (trust-remote-code, "
+            "tool-parser-plugin, ...): only for presets you trust.",
+        ),
+    ] = False,
 ) -> None:
     """Print a preset, or what it exports to (launch script, YAML, docker line)."""
     from tuner.export.catalog import find_preset
@@ -110,8 +118,8 @@ def show_command(
         if which == "toml":
             typer.echo(path.read_text(encoding="utf-8"), nl=False)
             return
-        preset = load_preset(path)
-        typer.echo(render_texts(preset, [which])[which], nl=False)
+        preset = load_preset(path, allow_code=allow_code)
+        typer.echo(render_texts(preset, [which], allow_code=allow_code)[which], nl=False)
     except (PresetError, ExportError) as exc:
         raise _fail(str(exc)) from None
 
@@ -153,17 +161,28 @@ def check_command(
         ),
     ] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    allow_code: Annotated[
+        bool,
+        typer.Option(
+            "--allow-code",
+            help="Accept engine arguments that load or run code (trust-remote-code, "
+            "tool-parser-plugin, ...): only for presets you trust.",
+        ),
+    ] = False,
 ) -> None:
     """Validate a preset and check it against its target; exit 1 on errors."""
-    from tuner.export.catalog import find_preset
+    from tuner.export.catalog import resolve_preset
     from tuner.export.errors import PresetError
     from tuner.export.preset import read_preset_text
     from tuner.export.validate import validate_text
 
     try:
-        path = find_preset(file)
+        found = resolve_preset(file)
     except PresetError as exc:
         raise _fail(str(exc)) from None
+    path = found.path
+    if found.note:
+        typer.echo(f"note: {found.note}", err=True)
     if vllm_version is not None:
         from tuner.knobs.versions import parse_version
 
@@ -176,7 +195,7 @@ def check_command(
         text = read_preset_text(path)
     except PresetError as exc:
         raise _fail(str(exc), 1) from None
-    result = validate_text(text, source=str(path), allow_env=allowed)
+    result = validate_text(text, source=str(path), allow_env=allowed, allow_code=allow_code)
     report: dict[str, Any] = {
         "file": str(path),
         "schema_errors": [i.format(str(path)) for i in result.errors],
@@ -207,13 +226,15 @@ def check_command(
 def _preset_target(preset: Preset, version: str | None, platform: str | None) -> Target:
     from tuner.rules import Target
 
+    from tuner.knobs.gpus import from_telemetry_name
+
     tgt = preset.target
     return Target(
         vllm_version=version or tgt.vllm_version,
         platform=platform or tgt.platform,
         gpus=max(1, tgt.gpu_count or 1),
         note="given" if (version or platform) else "preset",
-    )
+    ).with_gpu(from_telemetry_name(tgt.gpu_name), gpus=max(1, tgt.gpu_count or 1))
 
 
 def _analyze(preset: Preset, model_config: str | None) -> tuple[Any, str]:
@@ -239,9 +260,12 @@ def _analyze(preset: Preset, model_config: str | None) -> tuple[Any, str]:
 
 
 def _rules(preset: Preset, model: Any, target: Target) -> list[Finding]:
-    from tuner.rules import check
+    from tuner.rules import WorkloadShape, check
 
-    return check(preset.config, model, target, None)
+    stored = preset.workload or {}
+    fields = ("input_len", "output_len", "concurrency", "goal")
+    workload = WorkloadShape(**{k: stored.get(k) for k in fields}) if stored else None
+    return check(preset.config, model, target, workload)
 
 
 def _installed_differences(
