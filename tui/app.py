@@ -17,7 +17,7 @@ from textual import work
 from textual.app import App
 from textual.binding import BindingType
 
-from tui.commands import TunelabCommands, bindings
+from tui.commands import KeyActions, TunelabCommands, bindings
 from tui.jobs import Jobs
 from tui.messages import ConfigLoaded, IntrospectionReady, TelemetryReady
 from tui.screens.main import DEMO_LABEL, MainScreen
@@ -26,7 +26,7 @@ from tui.session import Session
 from tuner.config import EngineConfig
 
 
-class TunelabApp(App[None]):
+class TunelabApp(KeyActions, App[None]):
     """tunelab's TUI."""
 
     CSS_PATH = Path(__file__).with_name("app.tcss")

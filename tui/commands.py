@@ -7,11 +7,18 @@ palette (ctrl+p), with the same words.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
+from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.content import Content
+from textual.screen import Screen
+
+from tuner.knobs import KNOBS
 
 
 @dataclass(frozen=True)
@@ -43,7 +50,13 @@ ACTIONS: tuple[ActionSpec, ...] = (
         "A/B",
         "A/B the current config against the baseline, with repeats, and give a verdict",
     ),
-    ActionSpec("w", "sweep", "Sweep", "Sweep the focused knob over a few values, the rest fixed"),
+    ActionSpec(
+        "w",
+        "sweep",
+        "Sweep",
+        "Sweep the focused knob over a few values, the rest fixed",
+        show=False,
+    ),
     ActionSpec("s", "stop", "Stop", "Stop the run: the engine's whole process tree is killed"),
     ActionSpec("f", "fix", "Fix", "Apply the first finding's fix to the config"),
     ActionSpec(
@@ -55,15 +68,27 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec(
         "e", "export", "Export", "Export a trial (default: the winner) as preset and launch script"
     ),
+    ActionSpec("slash", "find_knob", "Knob", "Jump to a knob: type part of its name, then Enter"),
     ActionSpec(
-        "m", "pick_model", "Model", "Pick a model from the Hugging Face cache or the demo model"
+        "l",
+        "engine_log",
+        "Log",
+        "Show the engine's full log (searchable; shutdown output marked) and its file",
+    ),
+    ActionSpec(
+        "m",
+        "pick_model",
+        "Model",
+        "Pick a model from the Hugging Face cache or the demo model",
+        show=False,
     ),
     ActionSpec(
         "b", "baseline", "Baseline", "Use the last done trial as the A/B baseline", show=False
     ),
     ActionSpec(
-        "d", "toggle_dark", "Theme", "Switch between the light and the dark theme", show=False
+        "d", "toggle_dark", "Light/dark", "Switch between the light and the dark theme", show=False
     ),
+    ActionSpec("question_mark,f1", "help", "Keys", "Show every key of the app (? or F1)"),
     ActionSpec(
         "q", "quit", "Quit", "Quit (asks first when a run is active, then stops the engine)"
     ),
@@ -78,11 +103,42 @@ def bindings() -> list[Binding]:
     ]
 
 
+# Keys that are not app actions (widgets' own), for the key help screen.
+NAVIGATION: tuple[tuple[str, str], ...] = (
+    ("Tab / Shift+Tab", "Next / previous field (from a parked knob: the next knob)"),
+    ("Esc", "Leave a field; the focus stays on its knob, so r, a, f ... work"),
+    ("Enter", "On a parked knob: edit it again; in a dialog: confirm"),
+    ("Space", "Toggle a switch; open a dropdown"),
+    ("Ctrl+P", "Command palette: every action, and every knob by name"),
+    ("Esc (dialog)", "Close a dialog or view; the focus returns where it was"),
+)
+
+
+def key_label(key: str) -> str:
+    """`question_mark,f1` -> `? / F1` (what the user presses)."""
+    names = {"question_mark": "?", "slash": "/"}
+    return " / ".join(names.get(k, k.upper() if len(k) > 1 else k) for k in key.split(","))
+
+
+def jump_to_knob(app: Any, key: str) -> None:
+    """Back to the main screen, focus ``key``'s control and scroll it into view."""
+    from tui.widgets.knob_panel import KnobPanel  # the panel imports tui.messages: no cycle here
+
+    main = app.main
+    while app.screen is not main and len(app.screen_stack) > 1:
+        app.pop_screen()
+    panel = main.query_one(KnobPanel)
+    if not panel.focus_knob(key):
+        app.notify(f"{key}: its group is still loading; try again in a moment.")
+
+
 class TunelabCommands(Provider):
-    """Command palette entries for every action in :data:`ACTIONS`."""
+    """Command palette entries for every action in :data:`ACTIONS`, and every knob by name."""
 
     def _entries(self) -> list[tuple[str, str, str]]:
-        return [(f"{spec.title} ({spec.key})", spec.action, spec.help) for spec in ACTIONS]
+        return [
+            (f"{spec.title} ({key_label(spec.key)})", spec.action, spec.help) for spec in ACTIONS
+        ]
 
     async def discover(self) -> Hits:
         for title, action, help_text in self._entries():
@@ -99,3 +155,62 @@ class TunelabCommands(Provider):
                     partial(self.app.run_action, action),
                     help=help_text,
                 )
+        for knob in KNOBS:
+            score = matcher.match(knob.key)
+            if score > 0:
+                yield Hit(
+                    score * 0.9,  # an action named like the query stays on top
+                    Content("Knob: ") + matcher.highlight(knob.key),
+                    partial(jump_to_knob, self.app, knob.key),
+                    text=f"Knob: {knob.key}",
+                    help=knob.help,
+                )
+
+
+class KeyActions:
+    """The app's key-help, knob-jump and engine-log actions (mixed into the App).
+
+    Kept here, beside the table of actions, so the App class stays
+    orchestration; the screens are imported when first opened (start-up time,
+    and they import this module's table).
+    """
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        """Textual's palette commands, minus those that duplicate ours (Quit, Keys).
+
+        Textual's "Keys" panel and "Quit" would sit beside tunelab's own Keys
+        (the help screen) and Quit (which asks first and stops the engine).
+        """
+        ours = {spec.title for spec in ACTIONS}
+        for command in App.get_system_commands(self, screen):  # type: ignore[arg-type]
+            if command.title not in ours:
+                yield command
+
+    def action_help(self) -> None:
+        from tui.screens.help import KeyHelp
+
+        app: Any = self
+        if not isinstance(app.screen, KeyHelp):
+            app.push_screen(KeyHelp())
+
+    def action_find_knob(self) -> None:
+        from tui.screens.knob_jump import KnobJump
+        from tui.widgets.knob_panel import KnobPanel, KnobRow
+
+        app: Any = self
+        rows = app.main.query_one(KnobPanel).query(KnobRow)
+        available = {row.knob.key: row.availability.ok for row in rows}
+
+        def chosen(key: str | None) -> None:
+            if key:
+                # After the dialog is gone and the main screen got its focus back.
+                app.call_after_refresh(jump_to_knob, app, key)
+
+        app.push_screen(KnobJump(available), chosen)
+
+    def action_engine_log(self) -> None:
+        from tui.screens.log_view import LogView
+
+        app: Any = self
+        if not isinstance(app.screen, LogView):
+            app.push_screen(LogView(app.main.run_panel.engine_log))

@@ -20,7 +20,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from tui.messages import (
     IntrospectionReady,
@@ -35,6 +35,7 @@ from tui.messages import (
     WorkloadChanged,
 )
 from tui.widgets.findings_panel import FindingsPanel
+from tui.widgets.footer import TunelabFooter
 from tui.widgets.gpu_panel import GpuPanel
 from tui.widgets.knob_panel import KnobPanel
 from tui.widgets.model_panel import ModelPanel, human_bytes
@@ -71,7 +72,7 @@ class MainScreen(Screen[None]):
                 yield KnobPanel(id="knobs")
                 yield Static("", id="knob-help")
                 yield FindingsPanel(id="findings")
-        yield Footer(compact=True)
+        yield TunelabFooter(compact=True)
 
     def on_mount(self) -> None:
         session = self.app.session  # type: ignore[attr-defined]
@@ -227,6 +228,7 @@ class MainScreen(Screen[None]):
         from tuner.trials import events as ev
 
         event, panel = message.event, self.run_panel
+        panel.trial_event(event)  # launch count, log file, shutdown marking, backend asked for
         if isinstance(event, ev.TrialStage):
             stage = "warm-up" if event.stage == "warmup" else event.stage
             self._stage = stage

@@ -13,13 +13,15 @@ as :class:`~tui.messages.KnobChanged` / :class:`~tui.messages.KnobInvalid`.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.events import DescendantFocus
+from textual.css.query import NoMatches
+from textual.events import Blur, DescendantFocus
 from textual.lazy import Lazy
 from textual.widgets import Input, Label, Select, Static, Switch
 
@@ -46,7 +48,21 @@ def as_bool(value: Any) -> bool:
 
 
 class KnobRow(Horizontal):
-    """One knob: its name (marked when not applicable) and its control."""
+    """One knob: its name (marked when not applicable) and its control.
+
+    Esc in a control *parks* focus on the row itself instead of sending it back
+    to the top of the panel (B11: the next Tab restarted at the first knob):
+    the single-key actions work on a parked row, Enter edits it again and
+    Tab / Shift+Tab go on from this knob. The row is focusable only while
+    parked, so Tab never stops on it twice.
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "park", "Leave field", show=False, id="knob.park"),
+        Binding("enter", "edit", "Edit", show=False, id="knob.edit"),
+        Binding("tab", "walk(1)", "Next", show=False, id="knob.next"),
+        Binding("shift+tab", "walk(-1)", "Previous", show=False, id="knob.previous"),
+    ]
 
     def __init__(self, knob: Knob, choices: tuple[str, ...]) -> None:
         super().__init__(classes="knob-row", id=f"knob-{_dom_id(knob.key)}")
@@ -188,6 +204,40 @@ class KnobRow(Horizontal):
     def on_descendant_focus(self, event: DescendantFocus) -> None:
         self.post_message(KnobFocused(self.knob.key))
 
+    # -- focus: park on Esc, go on from here -------------------------------------
+
+    @property
+    def parked(self) -> bool:
+        return self.has_focus
+
+    def action_park(self) -> None:
+        """Leave the control but keep the place: focus the row itself."""
+        self.can_focus = True
+        self.focus(scroll_visible=False)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # Enter / Tab belong to the control (Input submits, Select opens) unless parked.
+        if action in ("edit", "walk"):
+            return self.parked
+        if action == "park":
+            return not self.parked
+        return True
+
+    def action_edit(self) -> None:
+        self.control.focus()
+
+    def action_walk(self, step: int) -> None:
+        """Tab from a parked row: the next (or previous) focusable after this knob's control."""
+        screen = self.screen
+        if step > 0:  # the row's own control comes next in the chain: start after it
+            screen.set_focus(self.control, scroll_visible=False)
+            screen.focus_next()
+        else:
+            screen.focus_previous()
+
+    def _on_blur(self, event: Blur) -> None:
+        self.can_focus = False
+
 
 class KnobPanel(VerticalScroll):
     """All knobs by group, in catalogue order.
@@ -220,6 +270,19 @@ class KnobPanel(VerticalScroll):
     def row(self, key: str) -> KnobRow:
         """The row of a knob by catalogue key."""
         return self.query_one(f"#knob-{_dom_id(key)}", KnobRow)
+
+    def focus_knob(self, key: str) -> bool:
+        """Focus a knob's control and scroll it into view (the `/` filter and the palette).
+
+        Returns False when the knob's row is not mounted (yet).
+        """
+        try:
+            row = self.row(key)
+        except NoMatches:
+            return False
+        row.control.focus(scroll_visible=False)
+        self.scroll_to_widget(row, animate=False, top=False)
+        return True
 
     def show_config(self, config: EngineConfig) -> None:
         """Set every control from ``config`` (attributes down; no messages posted)."""

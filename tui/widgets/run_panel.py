@@ -1,24 +1,87 @@
-"""The live view of a run: stage, progress, rolling figures, engine log tail.
+"""The live view of a run: stage, job progress, rolling figures, tunelab's own events.
 
 Stages are the trial runner's (starting → ready, with the attention backend
 vLLM really chose → warm-up → measuring → done/failed); the screen forwards
-each event here. The log is a bounded RichLog, so a chatty engine costs a
-fixed amount of memory.
+each event here. The panel shows the result and tunelab's events (stage
+changes with their time, failures); the engine's own output — ~30 lines of
+``nanobind: leaked …`` and, after Stop, vLLM's shutdown traceback — goes to
+:class:`EngineLog`, one key (`l`) away in the full-width log view, with the
+lines written after tunelab asked the engine to stop marked as shutdown
+output (issue 13). Both are bounded, so a chatty engine costs a fixed amount
+of memory.
 """
 
 from __future__ import annotations
 
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.timer import Timer
 from textual.widgets import ProgressBar, RichLog, Static
 
 STAGES = ("starting", "ready", "warm-up", "measuring", "done")
-LOG_LINES = 500
+EVENT_LINES = 200
+ENGINE_LINES = 20_000
 
 
-def stage_line(stage: str, backend: str | None, detail: str = "") -> Text:
-    """`starting → ready (TRITON_ATTN) → warm-up → measuring` with the current one lit."""
+@dataclass(frozen=True)
+class LogLine:
+    """One engine log line; ``shutdown``: written after tunelab asked the engine to stop."""
+
+    text: str
+    shutdown: bool = False
+    trial: str | None = None
+
+
+class EngineLog:
+    """The engine output of the current job, in memory, with the log file of each trial."""
+
+    def __init__(self, limit: int = ENGINE_LINES) -> None:
+        self.lines: deque[LogLine] = deque(maxlen=limit)
+        self.paths: dict[str, Path] = {}
+        self.trial: str | None = None
+        self.stopping = False
+
+    def clear(self) -> None:
+        self.lines.clear()
+        self.paths.clear()
+        self.trial = None
+        self.stopping = False
+
+    def start_trial(self, trial_id: str, path: Path | None) -> None:
+        """A new engine start: its lines are live output again, not shutdown."""
+        self.trial, self.stopping = trial_id, False
+        if path is not None:
+            self.paths[trial_id] = path
+
+    def add(self, text: str) -> None:
+        self.lines.append(LogLine(text.rstrip("\n"), self.stopping, self.trial))
+
+    @property
+    def path(self) -> Path | None:
+        """The newest trial's log file."""
+        return self.paths.get(self.trial) if self.trial else None
+
+    @property
+    def shutdown_count(self) -> int:
+        return sum(line.shutdown for line in self.lines)
+
+
+def stage_line(
+    stage: str, backend: str | None, detail: str = "", mismatch: str | None = None
+) -> Text:
+    """`starting → ready (TRITON_ATTN) → warm-up → measuring` with the current one lit.
+
+    ``mismatch`` (what was requested when vLLM used something else) is drawn in
+    bold red right after the backend: `ready (CPU_ATTN ≠ requested TORCH_SDPA)`.
+    """
     out = Text(no_wrap=True, overflow="ellipsis")
     if stage in ("failed", "stopped", "skipped"):
         out.append(stage, style="bold red")
@@ -29,11 +92,14 @@ def stage_line(stage: str, backend: str | None, detail: str = "") -> Text:
     for i, name in enumerate(STAGES[:-1]):
         if i:
             out.append(" → ", style="dim")
-        label = name
-        if name == "ready" and backend:
-            label = f"ready ({backend})"
         style = "bold reverse" if i == current else ("green" if i < current else "dim")
-        out.append(label, style=style)
+        if name == "ready" and backend:
+            out.append(f"ready ({backend}", style=style)
+            if mismatch:
+                out.append(f" ≠ requested {mismatch}", style="bold red")
+            out.append(")", style=style)
+        else:
+            out.append(name, style=style)
     if stage == "done":
         out.append("  ✔ done", style="bold green")
     if detail:
@@ -56,45 +122,179 @@ def figures_line(
     return out
 
 
+def clock(seconds: float) -> str:
+    """`42 s`, `3:07`, `1:02:03`."""
+    s = int(seconds)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60}:{s % 60:02d}"
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def job_line(
+    kind: str, plan: Sequence[str], launch: int, elapsed: float, launch_elapsed: float
+) -> Text:
+    """`A/B · launch 2 of 6 · arm B1 · 1:12 elapsed · ETA ~3:30` (ETA once a launch finished)."""
+    out = Text(no_wrap=True, overflow="ellipsis")
+    total = len(plan)
+    what = "point" if kind == "sweep" else "launch"
+    out.append(f"{'A/B' if kind == 'ab' else kind} · ", style="bold")
+    k = max(1, min(launch, total))
+    out.append(f"{what} {k} of {total}", style="bold")
+    label = plan[k - 1] if launch else plan[0]
+    out.append(f" · {'arm ' if kind == 'ab' else ''}{label}")
+    out.append(f" · {clock(elapsed)} elapsed", style="dim")
+    finished = launch - 1
+    if finished >= 1:
+        per = (elapsed - launch_elapsed) / finished
+        left = max(0.0, per * (total - finished) - launch_elapsed)
+        out.append(f" · ETA ~{clock(left)}", style="dim")
+    else:
+        out.append(" · ETA after the first launch", style="dim")
+    return out
+
+
 class RunPanel(Vertical):
     """What the background run is doing right now."""
 
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.engine_log = EngineLog()
+        self._stage = ""
+        self._backend: str | None = None
+        self._detail = ""
+        self._mismatch: str | None = None
+        self._started: float | None = None
+        self._stage_since = 0.0
+        self._kind = "run"
+        self._plan: tuple[str, ...] = ()
+        self._launch = 0
+        self._launch_started = 0.0
+        self._timer: Timer | None = None
+
     def compose(self) -> ComposeResult:
         yield Static(
-            Text("Idle. r: run · a: A/B vs baseline · w: sweep", style="dim"), id="run-stage"
+            Text("Idle. r: run · a: A/B vs baseline · w: sweep · l: engine log", style="dim"),
+            id="run-stage",
         )
+        yield Static("", id="run-job")
         # Hidden while idle: an indeterminate bar animates, which would cost idle CPU.
         bar = ProgressBar(total=100, show_eta=False, id="run-progress")
         bar.display = False
         yield bar
         yield Static("", id="run-figures")
-        yield RichLog(max_lines=LOG_LINES, wrap=False, markup=False, id="run-log")
+        yield RichLog(max_lines=EVENT_LINES, wrap=True, markup=False, id="run-log")
 
     def on_mount(self) -> None:
         self.border_title = "Run"
+        self.query_one("#run-job").display = False
 
-    def begin(self, title: str) -> None:
-        """A new job: clear figures and log, title it."""
+    def begin(self, title: str, plan: Sequence[str] = (), kind: str = "run") -> None:
+        """A new job: clear figures, events and the engine log; title it.
+
+        Args:
+            title: The job's title.
+            plan: One label per engine launch (A/B arms ``A1 B1 B2 A2 …``, sweep points);
+                empty for a single run.
+            kind: run, ab or sweep.
+        """
         self.border_title = f"Run · {title}"
+        self.border_subtitle = "l: engine log"
         self.query_one("#run-figures", Static).update("")
         self.query_one("#run-log", RichLog).clear()
-        bar = self.query_one("#run-progress", ProgressBar)
-        bar.update(total=None, progress=0)
-        bar.display = True
+        self.engine_log.clear()
+        self._kind, self._plan, self._launch = kind, tuple(plan), 0
+        self._started = self._launch_started = time.monotonic()
+        self.query_one("#run-job").display = len(self._plan) > 1
+        self._stage = ""
+        self.event(f"{title}: queued to run")
         self.stage("starting", None)
+        if self._timer is None:
+            self._timer = self.set_interval(1.0, self._tick)
+        else:
+            self._timer.resume()
 
     def end(self) -> None:
-        """The job ended: stop the bar's animation (it stays hidden until the next job)."""
+        """The job ended: stop the clock and the bar's animation (hidden until the next job)."""
         bar = self.query_one("#run-progress", ProgressBar)
         if bar.total is None:
             bar.update(total=1, progress=0)
         bar.display = False
+        if self._timer is not None:
+            self._timer.pause()
+        self._tick()
+        self._started = None
+
+    def trial_event(self, event: Any) -> None:
+        """Context from a trial event: which launch, the log file, shutdown, the backend asked for."""
+        from tuner.trials import events as ev
+
+        if isinstance(event, ev.TrialStage):
+            if event.stage == "starting":
+                self._launch += 1
+                self._launch_started = time.monotonic()
+                self._mismatch = None
+                self.engine_log.start_trial(event.trial_id, _log_path(event.trial_id))
+            elif event.stage == "stopping":
+                self.engine_log.stopping = True
+                self.event("stopping the engine (its output from here on is marked shutdown)")
+        elif isinstance(event, ev.TrialBackend):
+            if event.requested and event.actual and event.requested != event.actual:
+                self._mismatch = event.requested
+        elif isinstance(event, ev.TrialDone | ev.TrialFailed) and event.trial.log_path:
+            self.engine_log.paths[event.trial.id] = Path(event.trial.log_path)
 
     def stage(self, stage: str, backend: str | None, detail: str = "") -> None:
-        self.query_one("#run-stage", Static).update(stage_line(stage, backend, detail))
+        if stage != self._stage:
+            self._stage_since = time.monotonic()
+            self._event_for_stage(stage, backend, detail)
+        self._stage, self._backend, self._detail = stage, backend, detail
+        self._render_stage()
+
+    def _event_for_stage(self, stage: str, backend: str | None, detail: str) -> None:
+        if stage == "starting":
+            self.event("starting the engine")
+        elif stage == "ready":
+            waited = time.monotonic() - self._launch_started
+            self.event(f"engine ready after {clock(waited)}")
+        elif stage in ("failed", "stopped", "skipped"):
+            self.event(f"{stage}: {detail}" if detail else stage, style="bold red")
+        elif stage in ("warm-up", "measuring"):
+            self.event(stage)
+
+    def _render_stage(self) -> None:
+        detail = self._detail
+        if self._started is not None and self._stage in ("starting", "ready", "warm-up"):
+            waited = clock(time.monotonic() - self._stage_since)
+            detail = f"{detail} {waited}".strip()
+        mismatch = self._mismatch if self._backend and self._backend != self._mismatch else None
+        self.query_one("#run-stage", Static).update(
+            stage_line(self._stage, self._backend, detail, mismatch)
+        )
+
+    def _tick(self) -> None:
+        """Once a second while a job runs: elapsed seconds (engine start, job ETA)."""
+        if self._started is None:
+            return
+        if self._stage in ("starting", "ready", "warm-up"):
+            self._render_stage()
+        if len(self._plan) > 1:
+            now = time.monotonic()
+            self.query_one("#run-job", Static).update(
+                job_line(
+                    self._kind,
+                    self._plan,
+                    self._launch,
+                    now - self._started,
+                    now - self._launch_started,
+                )
+            )
 
     def progress(self, done: int, total: int | None) -> None:
-        self.query_one("#run-progress", ProgressBar).update(total=total, progress=done)
+        bar = self.query_one("#run-progress", ProgressBar)
+        bar.display = total is not None  # no `--%` while the total is unknown
+        bar.update(total=total, progress=done)
 
     def figures(
         self,
@@ -112,6 +312,29 @@ class RunPanel(Vertical):
         if highlight:
             out.highlight_words([highlight], style=style)
         self.query_one("#run-figures", Static).update(out)
+        self.event(text, style="bold")
+
+    def event(self, text: str, style: str = "") -> None:
+        """One of tunelab's own events, with the time of day."""
+        line = Text(time.strftime("%H:%M:%S "), style="dim")
+        line.append(text, style=style)
+        self.query_one("#run-log", RichLog).write(line)
 
     def log(self, line: str) -> None:
-        self.query_one("#run-log", RichLog).write(Text(line.rstrip("\n")))
+        """One engine log line: kept for the log view (`l`), not shown here."""
+        if line.startswith("FAILED: "):  # the screen's failure note is tunelab's, not vLLM's
+            return
+        self.engine_log.add(line)
+        count = len(self.engine_log.lines)
+        if count == 1 or count % 50 == 0:
+            self.border_subtitle = f"engine log: {count} lines · l"
+
+
+def _log_path(trial_id: str) -> Path | None:
+    """Where the runner writes the trial's engine log (tuner/trials/runner.py: trials_dir()/id)."""
+    from tuner import paths
+
+    try:
+        return paths.trials_dir() / trial_id / "engine.log"
+    except OSError:
+        return None
