@@ -6,10 +6,20 @@ The log excerpts under tests/data/vllm-logs/ are real vLLM 0.32 CPU logs
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
+import typer
+from typer.testing import CliRunner
+
+from tuner.bench.workload import Workload
+from tuner.cli.app import register_all
+from tuner.config import EngineConfig
 from tuner.cpu_demo import DEMO_ENGINE_ARGS
 from tuner.engine import effective
+from tuner.studies.ab import build_report
+from tuner.trials.model import Trial
+from tuner.trials.store import TrialStore
 
 DATA = Path(__file__).parent / "data" / "vllm-logs"
 
@@ -153,3 +163,83 @@ def test_start_lines_reads_only_the_last_start(tmp_path: Path) -> None:
     )
     assert effective.start_lines(log) == ["[tunelab] $ vllm second", "INFO ok"]
     assert effective.start_lines(tmp_path / "missing.log") == []
+
+
+def _trial(engine: dict[str, object], log: str | None, arm: str | None = None) -> Trial:
+    cfg = EngineConfig(model="m", engine={**DEMO_ENGINE_ARGS, **engine})
+    trial = Trial(cfg, Workload(input_len=8, output_len=8, num_prompts=2), study="eff", arm=arm)
+    if log is not None:
+        ran = effective.compare(cfg.engine, effective.parse_log(lines(log), "CPU_ATTN"))
+        trial.effective = ran.to_dict()
+        trial.findings = effective.mismatch_findings(ran)
+    return trial
+
+
+def test_store_keeps_effective_and_migrates_a_version_2_store(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    with TrialStore(path):
+        pass
+    conn = sqlite3.connect(path)
+    conn.execute("ALTER TABLE trials DROP COLUMN effective")
+    conn.execute("PRAGMA user_version = 2")
+    conn.commit()
+    conn.close()
+    trial = _trial({"cudagraph-mode": "FULL"}, "cpu-0.32-default.log")
+    with TrialStore(path) as store:
+        store.add(trial)
+        back = store.get(trial.id)
+    assert back.effective == trial.effective
+    ran = effective.of_trial(back.effective)
+    assert ran is not None and [m.knob for m in ran.mismatches] == ["cudagraph-mode"]
+
+
+def test_show_prints_the_mismatch(tunelab_home: Path) -> None:
+    trial = _trial(
+        {"cudagraph-mode": "FULL", "attention-backend": "TORCH_SDPA"}, "cpu-0.32-default.log"
+    )
+    with TrialStore() as store:
+        store.add(trial)
+    app = register_all(typer.Typer())
+    result = CliRunner().invoke(app, ["show", trial.id], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    assert "differs from the request: " in result.output
+    assert "attention-backend (TORCH_SDPA -> CPU_ATTN)" in result.output
+    assert "cudagraph-mode (FULL -> NONE)" in result.output
+    assert "requested cudagraph-mode=FULL, but vLLM ran NONE" in result.output
+
+
+def test_show_without_effective_says_nothing_about_it(tunelab_home: Path) -> None:
+    trial = _trial({}, None)
+    with TrialStore() as store:
+        store.add(trial)
+    result = CliRunner().invoke(register_all(typer.Typer()), ["show", trial.id])
+    assert result.exit_code == 0 and "Effective config" not in result.output
+
+
+def test_ab_report_says_what_really_differed() -> None:
+    a = _trial({}, "cpu-0.32-default.log", arm="A")
+    b = _trial(
+        {"attention-backend": "TORCH_SDPA", "max-num-seqs": 2}, "cpu-0.32-default.log", arm="B"
+    )
+    report = build_report([a, b], study="eff", objective="output_throughput")
+    ran = [n for n in report.notes if n.startswith("ran: ")]
+    assert ran == [
+        "ran: attention-backend: requested A=default, B=TORCH_SDPA, but both arms ran CPU_ATTN: "
+        "this A/B did not change it",
+        "ran: max-num-seqs: requested A=64, B=2 (vLLM's log does not show the value it ran)",
+    ]
+    diffs = effective.arms_differences([a], [b])
+    assert [d.tested for d in diffs] == [False, None]
+
+
+def test_arms_that_ran_apart_are_listed_even_when_asked_alike() -> None:
+    a = effective.EffectiveConfig(
+        {"attention-backend": effective.EffectiveValue("attention-backend", "ROCM_ATTN", "x")}
+    )
+    b = effective.EffectiveConfig(
+        {"attention-backend": effective.EffectiveValue("attention-backend", "ROCM_AITER_FA", "y")}
+    )
+    (diff,) = effective.arm_differences({}, a, {}, b)
+    assert diff.tested is True
+    assert diff.note().endswith("vLLM ran A=ROCM_ATTN, B=ROCM_AITER_FA")
+    assert effective.arm_differences({"x": 1}, a, {"x": 1}, a) == []

@@ -106,7 +106,10 @@ def print_ab(report: ABReport) -> None:
     for failure in report.failures:
         console.print(f"[red]not measured[/]: {escape(failure)}")
     for note in report.notes:
-        console.print(f"[yellow]delivery[/]: {escape(note)}")
+        if note.startswith("ran: "):  # requested vs effective (tuner.engine.effective)
+            console.print(f"[yellow]effective[/]: {escape(note.removeprefix('ran: '))}")
+        else:
+            console.print(f"[yellow]delivery[/]: {escape(note)}")
     console.print(f"[bold]{escape(report.summary())}[/]")
 
 

@@ -138,7 +138,7 @@ def results_command(
             "results",
             f"unknown status {status!r}; use one of {', '.join(s.value for s in TrialStatus)}",
         )
-    with opt.open_store("results", store_path) as store:
+    with opt.open_store("results", store_path, recover=False) as store:
         trials = store.list(study, status)
         if as_json:
             typer.echo(to_json(trials))
@@ -159,7 +159,7 @@ def show_command(
     """Show one trial in full: config, workload, findings, results, telemetry, log path and tail."""
     from tuner.trials.store import TrialNotFound
 
-    with opt.open_store("show", store_path) as store:
+    with opt.open_store("show", store_path, recover=False) as store:
         try:
             trial = store.get(trial_id)
         except TrialNotFound as exc:
@@ -269,6 +269,7 @@ def _print_trial(trial: Trial, *, tail: bool) -> None:
     from rich.console import Console
     from rich.markup import escape
 
+    from tuner.engine import effective
     from tuner.trials.model import metric
 
     console = Console(highlight=False)
@@ -299,6 +300,13 @@ def _print_trial(trial: Trial, *, tail: bool) -> None:
         console.print(
             f"[bold]Attention backend:[/] requested {trial.backend_requested or 'auto'}, "
             f"actual {trial.backend_actual or 'unknown'}{how}"
+        )
+    ran = effective.of_trial(trial.effective)
+    if ran is not None:
+        differ = ", ".join(f"{m.knob} ({m.requested} -> {m.effective})" for m in ran.mismatches)
+        console.print(
+            f"[bold]Effective config:[/] {len(ran.values)} knob(s) read from vLLM's log; "
+            + (f"[yellow]differs from the request: {escape(differ)}[/]" if differ else "as requested")
         )
     if trial.startup_seconds is not None:
         console.print(f"[bold]Engine start-up:[/] {trial.startup_seconds:.1f} s")

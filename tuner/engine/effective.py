@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from tuner.config import COMPILATION_FIELDS
 from tuner.engine import logscan
@@ -334,3 +334,91 @@ def mismatch_findings(effective: EffectiveConfig) -> list[dict[str, Any]]:
         }
         for m in effective.mismatches
     ]
+
+
+@dataclass(frozen=True)
+class ArmDifference:
+    """One knob as the two arms of an A/B asked for it and as vLLM ran it.
+
+    Attributes:
+        knob: tunelab knob name.
+        a_requested, b_requested: The arms' requests (``default`` when unset).
+        a_effective, b_effective: What vLLM ran (None when its log does not say).
+    """
+
+    knob: str
+    a_requested: str
+    b_requested: str
+    a_effective: str | None
+    b_effective: str | None
+
+    @property
+    def tested(self) -> bool | None:
+        """Whether the arms really ran different values (None: the log does not say)."""
+        if self.a_effective is None or self.b_effective is None:
+            return None
+        return _norm(self.knob, self.a_effective) != _norm(self.knob, self.b_effective)
+
+    def note(self) -> str:
+        """One sentence for the A/B report."""
+        asked = f"requested A={self.a_requested}, B={self.b_requested}"
+        if self.tested is None:
+            return f"{self.knob}: {asked} (vLLM's log does not show the value it ran)"
+        if not self.tested:
+            return (
+                f"{self.knob}: {asked}, but both arms ran {self.a_effective}: "
+                "this A/B did not change it"
+            )
+        return f"{self.knob}: {asked}; vLLM ran A={self.a_effective}, B={self.b_effective}"
+
+
+def arm_differences(
+    a_engine: Mapping[str, object],
+    a_effective: EffectiveConfig | None,
+    b_engine: Mapping[str, object],
+    b_effective: EffectiveConfig | None,
+) -> list[ArmDifference]:
+    """What differed between two arms: in the request, in what vLLM ran, or both.
+
+    A knob the arms request alike but vLLM ran differently (a backend chosen
+    from the environment, say) is listed too: it is a difference the
+    config hash does not show.
+    """
+    a_req, b_req = requested_knobs(a_engine), requested_knobs(b_engine)
+    a_vals = a_effective.values if a_effective else {}
+    b_vals = b_effective.values if b_effective else {}
+    out: list[ArmDifference] = []
+    for knob in sorted(set(a_req) | set(b_req) | set(a_vals) | set(b_vals)):
+        if knob == "compilation-config":
+            continue
+        ra, rb = str(a_req.get(knob, "default")), str(b_req.get(knob, "default"))
+        ea = a_vals[knob].value if knob in a_vals else None
+        eb = b_vals[knob].value if knob in b_vals else None
+        ran_apart = ea is not None and eb is not None and _norm(knob, ea) != _norm(knob, eb)
+        if _norm(knob, ra) != _norm(knob, rb) or ran_apart:
+            out.append(ArmDifference(knob, ra, rb, ea, eb))
+    return out
+
+
+class _RanTrial(Protocol):
+    """What arms_differences reads of a trial (tuner.trials.model.Trial; no import cycle)."""
+
+    @property
+    def config(self) -> Any: ...  # EngineConfig: .engine is the knob mapping
+
+    @property
+    def effective(self) -> dict[str, Any] | None: ...
+
+
+def arms_differences(a: Sequence[_RanTrial], b: Sequence[_RanTrial]) -> list[ArmDifference]:
+    """arm_differences of two arms' trials (the first trial of each arm whose start was read)."""
+    if not a or not b:
+        return []
+    first_a = next((t for t in a if t.effective), a[0])
+    first_b = next((t for t in b if t.effective), b[0])
+    return arm_differences(
+        first_a.config.engine,
+        of_trial(first_a.effective),
+        first_b.config.engine,
+        of_trial(first_b.effective),
+    )

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from tuner.bench.metrics import delivery_warning
+from tuner.engine.effective import arms_differences
 from tuner.studies.common import TrialRunner, study_name, value_of
 from tuner.studies.stats import DEFAULT_METRICS, Comparison, Verdict, compare, format_relative
 
@@ -139,6 +140,8 @@ def build_report(
         for t in trials
         if t.arm in arms and (warning := delivery_warning(t.results or {}, short=True))
     ]
+    # What vLLM really ran in each arm, not only what was asked (issue 14).
+    notes.extend(f"ran: {d.note()}" for d in arms_differences(arms["A"], arms["B"]))
     names = [objective, *[m for m in metrics if m != objective]]
     rows: list[Comparison] = []
     for name in names:

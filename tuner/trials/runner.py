@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 import sys
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from tuner.engine import effective, proctree
 from tuner.engine.spec import resolve_entry
 from tuner.trials.context import RunContext, check_trial, resolve_context
 from tuner.trials.events import (
@@ -336,13 +338,16 @@ async def run_workloads(
     first = runnable[0]
     log_path = paths.trials_dir() / first.id / "engine.log"
     entry = "auto" if engine_command else await asyncio.to_thread(resolve_entry, python)
+    # Recovery's proof that this engine is ours: a random token in its environment,
+    # also stored in the rows (tuner.engine.proctree.proven_engine; issue 19).
+    token = secrets.token_hex(16)
     spec = EngineSpec(
         config=config,
         log_path=log_path,
         python=python,
         entry=entry,  # type: ignore[arg-type]
         startup_timeout=startup_timeout,
-        extra_env=dict(extra_env or {}),
+        extra_env={**(extra_env or {}), proctree.TOKEN_ENV: token},
         command=engine_command,
         cwd=Path(engine_cwd) if engine_cwd else None,
     )
@@ -356,6 +361,7 @@ async def run_workloads(
             log_path=str(log_path),
             owner_pid=owner_pid,
             owner_created=owner_created,
+            engine_token=token,
             gpu_names=gpu_names,
             gpu_slot=slot,
         )
@@ -377,11 +383,20 @@ async def run_workloads(
             return list(trials)
         start_s = time.monotonic() - t_start
         session.emit(TrialStage(first.id, "ready", engine.url or ""))
+        # What vLLM really ran, from this start's log (issue 14: requested vs effective).
+        ran = await asyncio.to_thread(
+            effective.read_effective, log_path, config.engine, engine.backend
+        )
         for trial in runnable:
             trial.startup_seconds = engine.startup_seconds
             trial.backend_actual = engine.backend
             trial.backend_inferred = engine.backend_inferred
             trial.timings["start_s"] = start_s
+            trial.effective = ran.to_dict()
+            trial.findings = [
+                *(f for f in trial.findings if f.get("rule") != effective.RULE_ID),
+                *effective.mismatch_findings(ran),
+            ]
             store.save(trial)
         model = engine.served_model
         while pending:
