@@ -170,3 +170,103 @@ def test_broken_preset_is_exit_2(tmp_path: Path) -> None:
     file.write_text("this is = = not toml")
     code, out = invoke("--preset", str(file))
     assert code == 2 and "bad.toml" in out
+
+
+# -- GPU targets and the guides' own recipes (issue 14 "done when") ---------------------------
+
+GUIDE_RECIPES = {
+    # 001 §Data Parallel Attention (advanced): DeepSeek at >= 512 requests.
+    "ds3-dp8-ep": (
+        "deepseek-ai__DeepSeek-V3",
+        [
+            "VLLM_ROCM_USE_AITER=1",
+            "data-parallel-size=8",
+            "enable-expert-parallel=true",
+            "disable-nccl-for-dp-synchronization=true",
+            "all2all-backend=allgather_reducescatter",
+        ],
+    ),
+    # 001 §Parallelism strategies: TP=8 (+EP) at low concurrency.
+    "ds3-tp8-ep": (
+        "deepseek-ai__DeepSeek-V3",
+        ["VLLM_ROCM_USE_AITER=1", "tensor-parallel-size=8", "enable-expert-parallel=true"],
+    ),
+    # 001 §Maximizing instances per node / §Data parallelism: models that fit one GPU, TP=1.
+    "llama8b-tp1": ("meta-llama__Llama-3.1-8B-Instruct", ["VLLM_ROCM_USE_AITER=1"]),
+    "llama8b-dp8-replicas": (
+        "meta-llama__Llama-3.1-8B-Instruct",
+        [
+            "VLLM_ROCM_USE_AITER=1",
+            "data-parallel-size=8",
+            "disable-nccl-for-dp-synchronization=true",
+        ],
+    ),
+    "llama70b-tp1": ("meta-llama__Llama-3.1-70B-Instruct", ["VLLM_ROCM_USE_AITER=1"]),
+    "mixtral-tp1": ("mistralai__Mixtral-8x7B-Instruct-v0.1", ["VLLM_ROCM_USE_AITER=1"]),
+    "qwen3moe-tp1": ("Qwen__Qwen3-30B-A3B", ["VLLM_ROCM_USE_AITER=1"]),
+    "qwen3fp8-tp1": ("Qwen__Qwen3-30B-A3B-FP8", ["VLLM_ROCM_USE_AITER=1"]),
+    "qwen25-tp1": ("Qwen__Qwen2.5-7B-Instruct", ["VLLM_ROCM_USE_AITER=1"]),
+    "ds2lite-tp1": ("deepseek-ai__DeepSeek-V2-Lite-Chat", ["VLLM_ROCM_USE_AITER=1"]),
+    # 000 §Attention backend selection with AITER: gpt-oss on AITER unified attention (0.19+ form).
+    "gpt-oss-unified": (
+        "openai__gpt-oss-20b",
+        ["VLLM_ROCM_USE_AITER=1", "attention-backend=ROCM_AITER_UNIFIED_ATTN"],
+    ),
+}
+
+
+@pytest.mark.parametrize("recipe", sorted(GUIDE_RECIPES))
+def test_guide_recipes_have_no_error_on_rocm_033_mi300x(recipe: str) -> None:
+    config, items = GUIDE_RECIPES[recipe]
+    args = [
+        "--vllm-version",
+        "0.33.0",
+        "--gpu",
+        "MI300X",
+        "--model",
+        str(CONFIGS / f"{config}.json"),
+    ]
+    for item in items:
+        args += ["--set", item]
+    code, findings = as_json(
+        *args, "--concurrency", "512", "--input-len", "1024", "--output-len", "1024"
+    )
+    errors = [f for f in findings if f["severity"] == "error"]
+    assert errors == [] and code == 0, errors
+
+
+def test_gpu_option_sets_memory_arch_and_count() -> None:
+    code, out = invoke("--vllm-version", "0.33.0", "--gpu", "MI300X", "--model", LLAMA)
+    assert code == 0, out
+    assert "8 GPUs x 191.98 GiB MI300X (gfx942)" in out
+    # The memory drives the fit rules: Llama-70B at TP 1 does not fit a 24 GiB CPX partition.
+    code, out = invoke(
+        "--vllm-version",
+        "0.33.0",
+        "--gpu",
+        "MI300X-CPX",
+        "--model",
+        str(CONFIGS / "meta-llama__Llama-3.1-70B-Instruct.json"),
+    )
+    assert code == 1 and "24 GiB" in out and "MI300X (gfx942, CPX)" in out
+
+
+def test_gpu_option_count_and_explicit_overrides() -> None:
+    code, findings = as_json(
+        "--vllm-version",
+        "0.33.0",
+        "--gpu",
+        "4xMI300X",
+        "--model",
+        LLAMA,
+        "--set",
+        "tensor-parallel-size=8",
+    )
+    assert code == 1
+    assert any(f["rule"] == "parallel-size-vs-gpus" for f in findings)
+
+
+def test_unknown_gpu_is_a_usage_error() -> None:
+    code, out = invoke("--vllm-version", "0.33.0", "--gpu", "MI999X", "--model", LLAMA)
+    assert code == 2
+    assert "unknown GPU" in out and "MI300X" in out
