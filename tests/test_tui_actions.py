@@ -21,10 +21,14 @@ from tests.support.tui_harness import REPO, services, settle, wait_for
 from tui.app import TunelabApp
 from tui.commands import ACTIONS, TunelabCommands
 from tui.messages import JobFinished, RunEvent
+from tui.screens.fix_picker import FixPicker
 from tui.screens.model_picker import ModelPicker
 from tui.screens.sweep import SweepDialog
+from tui.widgets.findings_panel import FindingsPanel
 from tui.widgets.knob_panel import KnobPanel
 from tui.widgets.status_bar import StatusBar
+from tuner.lab.checks import INVALID_RULE
+from tuner.rules import Severity
 
 
 def _finished(seen: list[Message]) -> list[JobFinished]:
@@ -192,3 +196,81 @@ def test_run_panel_result_line_warns_when_responses_came_in_one_piece() -> None:
     assert result_line(starved).endswith(
         "· ⚠ 83% of responses arrived in one piece: TTFT/ITL show a starved server"
     )
+
+
+def _set_text(app: TunelabApp, key: str, text: str) -> None:
+    control = app.main.query_one(KnobPanel).row(key).control
+    assert isinstance(control, Input)
+    control.value = text
+
+
+async def test_invalid_knob_text_is_an_error_that_blocks_run_and_stays_shown() -> None:
+    """B1: `abc` in max-num-seqs must not silently run without the knob."""
+    seen: list[Message] = []
+    app = TunelabApp(services=services())
+    async with app.run_test(size=(160, 48), message_hook=seen.append) as pilot:
+        await settle(pilot)
+        _set_text(app, "max-num-seqs", "abc")
+        await pilot.pause()
+        invalid = [f for f in app.session.findings if f.rule == INVALID_RULE]
+        assert [f.knobs for f in invalid] == [("max-num-seqs",)]
+        assert invalid[0].severity is Severity.ERROR
+        assert "max-num-seqs" in str(app.main.query_one(FindingsPanel).render())
+        await pilot.press("escape")
+        await pilot.press("r")
+        await pilot.pause()
+        assert not app.jobs.active and not _finished(seen)  # Run refused
+        # A re-render (a fix elsewhere, a model change) keeps the user's text and its mark.
+        app.main.refresh_all()
+        await pilot.pause()
+        field = app.main.query_one(KnobPanel).row("max-num-seqs").control
+        assert isinstance(field, Input)
+        assert field.value == "abc" and field.has_class("-invalid")
+        assert any(f.rule == INVALID_RULE for f in app.session.findings)
+        # Corrected: the error is gone and the value is the one typed.
+        _set_text(app, "max-num-seqs", "32")
+        await pilot.pause()
+        assert not any(f.rule == INVALID_RULE for f in app.session.findings)
+        assert app.session.config.engine["max-num-seqs"] == 32
+
+
+async def test_f_is_offered_only_with_a_fix_and_several_fixes_are_picked() -> None:
+    """B2: no `press f` without a fix; with two fixes the user picks which one."""
+    app = TunelabApp(services=services())
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        app.session.config = app.session.config.with_values(
+            {"attention-backend": "FLASH_ATTN_VLLM_V1"}
+        )
+        app.main.refresh_all()
+        await pilot.pause()
+        errors = [f for f in app.session.findings if f.severity is Severity.ERROR]
+        assert errors and not any(f.fix for f in errors)
+        panel = app.main.query_one(FindingsPanel)
+        assert "press f" not in str(panel.border_subtitle)
+        assert app.check_action("fix", ()) is False  # hidden from the footer
+        app.session.config = app.session.config.with_values(
+            {"attention-backend": None, "max-num-seqs": 2, "gpu-memory-utilization": 0.99}
+        )
+        app.main.refresh_all()
+        await pilot.pause()
+        fixes = [f.fix for f in app.session.findings if f.fix]
+        assert {"max-num-seqs": 8} in fixes and {"gpu-memory-utilization": 0.95} in fixes
+        assert app.check_action("fix", ())
+        await pilot.press("escape")
+        await pilot.press("f")
+        await pilot.pause()
+        assert isinstance(app.screen, FixPicker)
+        options = app.screen.query_one(OptionList)
+        wanted = next(
+            i
+            for i, f in enumerate(app.screen.findings)
+            if f.fix == {"gpu-memory-utilization": 0.95}
+        )
+        options.highlighted = wanted
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.screen is app.main
+        # Only the chosen fix was applied.
+        assert app.session.config.engine["gpu-memory-utilization"] == 0.95
+        assert app.session.config.engine["max-num-seqs"] == 2

@@ -8,25 +8,30 @@ same Run flow end to end on the real vLLM CPU engine with the tiny model.
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 from textual.message import Message
 from textual.widgets import DataTable, Input, Select, Switch
+from typer.testing import CliRunner
 
 from tests.support.tui_harness import services, settle, wait_for
 from tui.app import TunelabApp
-from tui.messages import JobFinished, KnobChanged, RunEvent
+from tui.messages import JobFinished, JobKind, KnobChanged, RunEvent
 from tui.screens.compare import CompareScreen
 from tui.screens.confirm import ConfirmQuit
 from tui.screens.export import ExportScreen
-from tui.screens.results import ResultsScreen, study_trials
+from tui.screens.results import ResultsScreen
 from tui.widgets.findings_panel import FindingsPanel
 from tui.widgets.knob_panel import KnobPanel
 from tui.widgets.status_bar import StatusBar
-from tuner.studies.common import point_key, value_of
-from tuner.studies.stats import compare
+from tuner.cli.app import app as cli_app
+from tuner.cli.app import register_all
+
+register_all(cli_app)
 
 SMALL = {"in": "32", "out": "16", "n": "16", "conc": "8"}
 
@@ -140,9 +145,14 @@ async def test_run_shows_live_stages_and_the_result_row(tmp_path: Path) -> None:
         assert table.get_row(trial.id)[1] == trial.short_id
 
 
-async def test_ab_reads_the_verdict_and_export_writes_the_files(
+async def test_one_ab_shows_one_verdict_everywhere_and_export_writes_the_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Run panel, compare view and export dialog show what `tunelab ab --json` reports.
+
+    Nothing is recomputed here: every figure is read off the screen and compared
+    with the JSON the CLI prints for the same stored trials.
+    """
     # 10 ms between tokens: the double's timing then dwarfs the scheduling noise of a busy box.
     monkeypatch.setenv("DOUBLE_TOKEN_MS", "10")
     seen, hook = recorder()
@@ -165,46 +175,57 @@ async def test_ab_reads_the_verdict_and_export_writes_the_files(
             "the A/B",
         )
         done = [m for m in seen if isinstance(m, JobFinished)][-1]
-        assert done.kind == "ab" and done.ok, done.summary
-        report = app.session.last_ab
-        head = report.objective_row
-        assert head.metric == "output_throughput" and head.a.n == 3 and head.b.n == 3
-        # One stream at a time is several times slower on the double; whether the interval
-        # also clears the noise of this busy box is the statistics' call, and the TUI must
-        # show exactly that call.
-        assert head.b.mean < head.a.mean / 2
+        assert done.kind is JobKind.AB and done.ok, done.summary
+        cli = CliRunner().invoke(cli_app, ["ab", "--report", "--study", "tui", "--json"])
+        assert cli.exit_code == 0, cli.output
+        ab = json.loads(cli.stdout)
+        head = ab["metrics"][0]
+        assert head["metric"] == "output_throughput"
+        assert head["a"]["n"] == 3 and head["b"]["n"] == 3  # the A/B's repeats, not re-pooled
+        # One stream at a time is several times slower on the double.
+        assert head["b"]["mean"] < head["a"]["mean"] / 2
+        # Run panel: the CLI's verdict sentence, whole, with the verdict word styled.
         shown = app.main.query_one("#run-figures").render()
-        assert str(shown) == report.summary()  # the verdict sentence, whole
-        assert shown.spans  # the verdict word is styled to stand out
+        assert str(shown) == ab["summary"]
+        assert shown.spans
+        # Compare view (c on the main screen): the same rows, verdicts and counts.
         await pilot.press("c")
         await pilot.pause()
         assert isinstance(app.screen, CompareScreen)
         table = app.screen.query_one(DataTable)
-        # The compare view pools every finished trial of each point: A is the
-        # baseline run plus its three A/B repeats, so its verdicts are the
-        # statistics' call on those 4 vs 3 samples (not the A/B report's 3 vs 3).
-        trials = study_trials(app)
-        by_id = {t.id: t for t in trials}
-        pools = {
-            arm_name: [t for t in trials if point_key(t) == point_key(by_id[ids[0]])]
-            for arm_name, ids in report.trials.items()
-        }
-        for row_report in report.rows:
-            row = table.get_row(row_report.metric)
-            name = row_report.metric
-            xs = [v for t in pools["A"] if (v := value_of(t, name)) is not None]
-            ys = [v for t in pools["B"] if (v := value_of(t, name)) is not None]
-            assert f"n={len(xs)}" in str(row[1]) and f"n={len(ys)}" in str(row[2])
-            assert str(row[4]) == str(compare(name, xs, ys).verdict), name
-        throughput = table.get_row("output_throughput")
-        assert "n=4" in str(throughput[1])  # the baseline run plus its three A/B repeats
-        assert "n=3" in str(throughput[2])
-        verdict_cell = str(table.get_row("output_throughput")[4])
-        assert verdict_cell in {"A better", "no significant difference"}
+        assert table.row_count == len(ab["metrics"])
+        for metric in ab["metrics"]:
+            row = [str(cell) for cell in table.get_row(metric["metric"])]
+            assert f"(n={metric['a']['n']})" in row[1] and f"(n={metric['b']['n']})" in row[2]
+            assert row[4] == metric["verdict"], metric["metric"]
+        note = str(app.screen.query_one("#compare-note").render())
+        assert ab["summary"] in note and "A/B:" in note  # says whose samples these are
+        a_ids, b_ids = ab["trials"]["A"], ab["trials"]["B"]
+        assert all(i[:8] in note for i in a_ids + b_ids)
         await pilot.press("escape")
+        # Results, then c on the ★ row itself: never the baseline against itself.
+        await pilot.press("t")
+        await pilot.pause()
+        assert isinstance(app.screen, ResultsScreen)
+        results = app.screen.query_one(DataTable)
+        star = next(i for i, key in enumerate(results.rows) if "★" in str(results.get_row(key)))
+        results.move_cursor(row=star)
+        await pilot.press("c")
+        await pilot.pause()
+        assert isinstance(app.screen, CompareScreen)
+        compared = app.screen.comparison
+        assert compared is not None
+        assert compared.a[0].config_id != compared.b[0].config_id
+        # The same verdict from the results table too (JSON form: tuples read back as lists).
+        assert json.loads(json.dumps(compared.report.to_dict())) == ab
+        await pilot.press("escape")
+        await pilot.press("escape")
+        # Export dialog: the A/B's own sentence; it keeps the baseline unless B won.
         await pilot.press("e")
         await pilot.pause()
         assert isinstance(app.screen, ExportScreen)
+        status = str(app.screen.query_one("#export-status").render())
+        assert ab["summary"] in status
         app.screen.query_one("#export-dir", Input).value = str(tmp_path / "out")
         written = app.screen.do_export()
         names = sorted(p.name for p in written)
@@ -212,7 +233,9 @@ async def test_ab_reads_the_verdict_and_export_writes_the_files(
         assert len(names) == 2, status
         assert "Wrote:" in status and names[0].endswith(".sh") and names[1].endswith(".toml")
         script = next(p for p in written if p.suffix == ".sh")
-        assert "--max-num-seqs '64'" in script.read_text()  # the winner: the baseline config
+        assert ab["verdict"] != "B better"
+        # Arm A: the baseline config (either flag spelling the launch script may use).
+        assert re.search(r"--max-num-seqs[ =]'64'", script.read_text())
         text = app.screen.query_one("#export-script").text
         assert text == script.read_text()
         assert (tmp_path / "out").is_dir()

@@ -11,19 +11,36 @@ on a 2 Hz timer, so input never waits on a driver.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from textual import work
 from textual.app import App
 from textual.binding import BindingType
 
 from tui.commands import KeyActions, TunelabCommands, bindings
-from tui.jobs import Jobs
-from tui.messages import ConfigLoaded, IntrospectionReady, TelemetryReady
+from tui.jobs import JobHost, Jobs
+from tui.messages import ConfigLoaded, IntrospectionReady, ModelRequested, TelemetryReady
+from tui.screens.compare import CompareScreen
+from tui.screens.confirm import ConfirmQuit
+from tui.screens.export import ExportScreen
+from tui.screens.fix_picker import FixPicker
 from tui.screens.main import DEMO_LABEL, MainScreen
+from tui.screens.model_picker import ModelPicker
+from tui.screens.results import ResultsScreen
+from tui.screens.sweep import SweepDialog, suggest
 from tui.services import Services
 from tui.session import Session
+from tui.widgets.knob_panel import KnobRow
+from tui.widgets.status_bar import StatusBar
 from tuner.config import EngineConfig
+from tuner.lab import checks
+from tuner.lab import config as lab_config
+from tuner.lab import target as lab_target
+from tuner.lab.run import RunOptions
+from tuner.rules import Finding
+from tuner.studies.common import describe_values
+from tuner.telemetry import Backend, Sampler
+from tuner.trials.store import StoreError, TrialNotFound
 
 
 class TunelabApp(KeyActions, App[None]):
@@ -41,11 +58,21 @@ class TunelabApp(KeyActions, App[None]):
         self.session = Session(services=services or Services(), config=EngineConfig(model=""))
         self.start_model = model
         self.start_preset = preset
-        self.jobs = Jobs(self)
-        self.sampler: Any = None
-        self._backend: Any = None
+        self.jobs = Jobs(
+            JobHost(
+                session=self.session,
+                notify=self.notify,
+                post=lambda message: self.main.post_message(message),
+                begin=lambda title: self.main.run_panel.begin(title),
+                engine_state=lambda state: self.main.set_engine_state(state),
+                run_worker=self.run_worker,
+                options=self.run_options,
+            )
+        )
+        self.sampler: Sampler | None = None
+        self._backend: Backend | None = None
         self._last_tick: float | None = None
-        self._main = MainScreen()
+        self._main = MainScreen(self.session, job_done=self.jobs.finished)
 
     # -- start-up -------------------------------------------------------------
 
@@ -60,29 +87,32 @@ class TunelabApp(KeyActions, App[None]):
     def main(self) -> MainScreen:
         return self._main
 
+    def run_options(self) -> RunOptions:
+        """How the next trial runs: the services' engine, the session's target, the sampler."""
+        session, services = self.session, self.session.services
+        return RunOptions(
+            python=services.engine_python,
+            startup_timeout=services.startup_timeout,
+            target=session.target,
+            model_info=session.model_info,
+            sampler=self.sampler,
+            command_for=services.engine_command,
+        )
+
     @work(thread=True, group="introspect")
     def probe_vllm(self) -> None:
-        from tuner.rules import Target
-
         try:
             info = self.session.services.introspect()
         except Exception as exc:  # the app runs without it: the catalogue decides
+            error = f"introspection failed: {exc}"
             self.main.post_message(
-                IntrospectionReady(None, Target(note=f"introspection failed: {exc}"))
+                IntrospectionReady(None, lab_target.from_introspection(None, error))
             )
             return
-        gpus = self.session.gpu_count or None
-        target = (
-            Target.from_introspection(info, gpus=gpus)
-            if info.available
-            else Target(note=info.error or "")
-        )
-        self.main.post_message(IntrospectionReady(info, target))
+        self.main.post_message(IntrospectionReady(info, lab_target.from_introspection(info)))
 
     @work(thread=True, group="telemetry")
     def open_telemetry(self) -> None:
-        from tuner.telemetry import Sampler
-
         backend = self.session.services.telemetry()
         self._backend = backend
         count = backend.count()
@@ -130,26 +160,13 @@ class TunelabApp(KeyActions, App[None]):
 
     @work(thread=True, exclusive=True, group="config")
     def load_start_config(self, model: str | None, preset: Path | None) -> None:
-        """The demo config, a --preset, or a bare --model; built off the event loop."""
-        from tuner.cpu_demo import demo_config, resolve_model
-
+        """The demo config, a --preset, or a bare --model (tuner.lab.config); off the event loop."""
         try:
-            if preset is not None:
-                from tuner.export.preset import load_preset
-
-                config = load_preset(preset).config
-                if model:
-                    config = EngineConfig(
-                        model=resolve_model(model), env=config.env, engine=config.engine
-                    )
-                label = model or (DEMO_LABEL if _is_demo(config.model) else None)
-            elif model == DEMO_LABEL:
-                config, label = demo_config(), DEMO_LABEL
-            else:
-                config, label = EngineConfig(model=resolve_model(model or "")), model
-        except Exception as exc:
+            config = lab_config.build_config(preset, model)
+        except lab_config.ConfigInputError as exc:
             self.post_message(ConfigLoaded(None, error=str(exc)))
             return
+        label = model or (DEMO_LABEL if _is_demo(config.model) else None)
         self.post_message(ConfigLoaded(config, label))
 
     def on_config_loaded(self, message: ConfigLoaded) -> None:
@@ -164,15 +181,19 @@ class TunelabApp(KeyActions, App[None]):
         if message.config.model:
             self.main.analyze_model(message.config.model)
 
+    def on_model_requested(self, message: ModelRequested) -> None:
+        self.set_model(message.model)
+
     def set_model(self, model: str) -> None:
         """A model typed or picked: the demo alias brings the demo config, others keep the knobs."""
         if model == DEMO_LABEL:
             self.load_start_config(DEMO_LABEL, None)
             return
-        config = self.session.config
-        self.session.config = EngineConfig(
-            model=model, env=dict(config.env), engine=dict(config.engine)
-        )
+        try:
+            self.session.config = lab_config.with_model(self.session.config, model)
+        except lab_config.ConfigInputError as exc:
+            self.notify(str(exc), severity="error", timeout=8)
+            return
         self.session.model_label = model
         self.session.model_info = None
         self.main.refresh_all()
@@ -187,9 +208,6 @@ class TunelabApp(KeyActions, App[None]):
         self.jobs.submit_ab()
 
     def action_sweep(self) -> None:
-        from tui.screens.sweep import SweepDialog, suggest
-        from tui.widgets.knob_panel import KnobRow
-
         focused = self.focused
         chain = list(focused.ancestors_with_self) if focused is not None else []
         row = next((n for n in chain if isinstance(n, KnobRow)), None)
@@ -204,44 +222,70 @@ class TunelabApp(KeyActions, App[None]):
     def action_stop(self) -> None:
         self.jobs.stop()
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """``f`` is offered only while a finding carries a fix (hidden from the footer otherwise)."""
+        if action == "fix":
+            return bool(checks.fixable(self.session.findings))
+        return True
+
     def action_fix(self) -> None:
-        fixable = next((f for f in self.session.findings if f.fix), None)
-        if fixable is None:
+        """Apply a finding's fix; with several, let the user pick which."""
+        fixable = checks.fixable(self.session.findings)
+        if not fixable:
             self.notify("No finding has a fix to apply.")
             return
-        self.session.config = self.session.config.with_values(fixable.fix or {})
+        if len(fixable) == 1:
+            self.apply_fix(fixable[0])
+            return
+
+        def chosen(finding: Finding | None) -> None:
+            if finding is not None:
+                self.apply_fix(finding)
+
+        self.push_screen(FixPicker(fixable), chosen)
+
+    def apply_fix(self, finding: Finding) -> None:
+        """Set the knob values of ``finding``'s fix and re-check."""
+        fix = finding.fix or {}
+        self.session.config = self.session.config.with_values(fix)
+        for key in fix:
+            self.session.invalid.pop(key, None)
         self.main.refresh_all()
-        self.notify(f"Applied fix: {', '.join(f'{k}={v}' for k, v in (fixable.fix or {}).items())}")
+        self.notify(f"Applied fix: {describe_values(fix)}")
 
     def action_baseline(self) -> None:
         done = [t for t in self.session.trials if t.results]
         if not done:
             self.notify("No finished trial yet to use as baseline.")
             return
-        self.session.baseline_id = done[-1].id
-        self.notify(f"Baseline: trial {done[-1].short_id}")
+        try:
+            chosen = self.jobs.study().mark_baseline(done[-1].id)
+        except (StoreError, TrialNotFound) as exc:
+            self.notify(f"Cannot keep the baseline: {exc}", severity="error")
+            return
+        self.notify(f"Baseline: trial {chosen.trial.short_id}")
 
     def action_results(self) -> None:
-        from tui.screens.results import ResultsScreen
-
         if not isinstance(self.screen, ResultsScreen):
-            self.push_screen(ResultsScreen())
+            self.push_screen(
+                ResultsScreen(
+                    self.jobs.study(),
+                    header=self.main.query_one(StatusBar),
+                    store_path=self.session.services.store_path,
+                )
+            )
 
     def action_compare(self) -> None:
-        from tui.screens.compare import CompareScreen
-
         if not isinstance(self.screen, CompareScreen):
-            self.push_screen(CompareScreen())
+            self.push_screen(CompareScreen(self.jobs.study()))
 
     def action_export(self) -> None:
-        from tui.screens.export import ExportScreen
-
         if not isinstance(self.screen, ExportScreen):
-            self.push_screen(ExportScreen())
+            self.push_screen(
+                ExportScreen(self.jobs.study(), store_path=self.session.services.store_path)
+            )
 
     def action_pick_model(self) -> None:
-        from tui.screens.model_picker import ModelPicker
-
         def picked(model: str | None) -> None:
             if model:
                 self.set_model(model)
@@ -255,7 +299,6 @@ class TunelabApp(KeyActions, App[None]):
         if not self.jobs.active:
             await self._stop_and_exit()
             return
-        from tui.screens.confirm import ConfirmQuit
 
         async def answered(yes: bool | None) -> None:
             if yes:

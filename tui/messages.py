@@ -9,10 +9,32 @@ one is a frozen-by-convention dataclass so a test can record them with
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from enum import StrEnum
 
 from textual.message import Message
+
+from tuner.bench.workload import Workload
+from tuner.config import EngineConfig, EngineValue
+from tuner.introspect import VllmInfo
+from tuner.model import ModelInfo
+from tuner.rules import Target
+from tuner.studies.ab import ABReport
+from tuner.studies.sweep import SweepReport
+from tuner.trials.events import TrialEvent
+from tuner.trials.model import Trial
+
+
+class JobKind(StrEnum):
+    """What a background job does."""
+
+    RUN = "run"
+    AB = "ab"
+    SWEEP = "sweep"
+
+
+# What a finished job hands back: the trial, the A/B's report or the sweep's.
+JobResult = Trial | ABReport | SweepReport
 
 
 @dataclass
@@ -20,7 +42,7 @@ class KnobChanged(Message):
     """The user set (or cleared, value None) a knob in the knob panel."""
 
     key: str
-    value: Any
+    value: EngineValue | None
 
 
 @dataclass
@@ -42,7 +64,7 @@ class KnobFocused(Message):
 class WorkloadChanged(Message):
     """The workload panel holds a new valid workload (or an error to show)."""
 
-    workload: Any | None
+    workload: Workload | None
     error: str | None = None
 
 
@@ -57,8 +79,8 @@ class ModelRequested(Message):
 class IntrospectionReady(Message):
     """The installed vLLM was probed (in a thread): version, platform, lists."""
 
-    info: Any
-    target: Any
+    info: VllmInfo | None
+    target: Target
 
 
 @dataclass
@@ -66,7 +88,7 @@ class ModelAnalyzed(Message):
     """Model analysis finished: the info, or an error sentence."""
 
     model: str
-    info: Any | None
+    info: ModelInfo | None
     error: str | None = None
 
 
@@ -86,11 +108,11 @@ class RunEvent(Message, bubble=False):
 
     Attributes:
         job: The id of the job that produced it (a study may run several trials).
-        event: The ``tuner.trials`` event object (TrialStage, TrialProgress, ...).
+        event: The ``tuner.trials`` event (TrialStage, TrialProgress, ...).
     """
 
     job: int
-    event: Any
+    event: TrialEvent
 
 
 @dataclass
@@ -98,17 +120,16 @@ class JobFinished(Message, bubble=False):
     """A run, A/B or sweep worker ended (done, failed or cancelled)."""
 
     job: int
-    kind: str
+    kind: JobKind
     ok: bool
     summary: str = ""
-    result: Any = None
-    trials: list[Any] = field(default_factory=list)
+    result: JobResult | None = None
 
 
 @dataclass
 class ConfigLoaded(Message):
     """A starting config is ready (demo, --model or --preset), or why it is not."""
 
-    config: Any | None
+    config: EngineConfig | None
     label: str | None = None
     error: str | None = None

@@ -14,18 +14,17 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+
+from tuner.config import EngineConfig
+from tuner.introspect import VllmInfo, introspect
+from tuner.telemetry import Backend, select_backend
 
 
-def _introspect() -> Any:
-    from tuner.introspect import introspect
-
+def _introspect() -> VllmInfo:
     return introspect(sys.executable)
 
 
-def _telemetry() -> Any:
-    from tuner.telemetry import select_backend
-
+def _telemetry() -> Backend:
     return select_backend("auto")
 
 
@@ -35,8 +34,8 @@ class Services:
 
     Attributes:
         node: The node name shown in the header.
-        introspect: Returns ``tuner.introspect.VllmInfo`` (slow the first time: run in a thread).
-        telemetry: Returns an opened ``tuner.telemetry`` backend (may block: run in a thread).
+        introspect: Returns the installed vLLM's description (slow the first time: run in a thread).
+        telemetry: Returns an opened telemetry backend (may block: run in a thread).
         telemetry_rate_hz: Sampling rate of the GPU panel.
         engine_command: Builds the command line that replaces vLLM's for a config (engine
             doubles in tests only; None in production, which starts real vLLM).
@@ -46,10 +45,10 @@ class Services:
     """
 
     node: str = field(default_factory=platform.node)
-    introspect: Callable[[], Any] = _introspect
-    telemetry: Callable[[], Any] = _telemetry
+    introspect: Callable[[], VllmInfo] = _introspect
+    telemetry: Callable[[], Backend] = _telemetry
     telemetry_rate_hz: float = 2.0
-    engine_command: Callable[[Any], list[str]] | None = None
+    engine_command: Callable[[EngineConfig], list[str]] | None = None
     engine_python: str = sys.executable
     store_path: Path | None = None
     startup_timeout: float = 600.0

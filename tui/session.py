@@ -2,17 +2,21 @@
 
 Screens read and replace these fields; nothing here computes anything — the
 values come from ``tuner`` (rules, introspection, model analysis, trials).
+The baseline and the last A/B are not here: they belong to the study and are
+kept in the trial store (``tuner.lab.study``), so they survive a restart.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from tui.services import Services
 from tuner.bench.workload import Workload
 from tuner.config import EngineConfig
+from tuner.introspect import VllmInfo
+from tuner.model import ModelInfo
 from tuner.rules import Finding, Target
+from tuner.trials.model import Trial
 
 # A short default workload: seconds on the CPU engine, long enough to read a trend.
 DEFAULT_WORKLOAD = Workload(
@@ -31,13 +35,12 @@ class Session:
         workload: The current workload; None while a field is invalid.
         workload_error: Why the workload is invalid.
         target: Version/platform/GPUs the rules check against (refined by introspection).
-        vllm_info: The introspection answer, once known.
+        vllm_info: The introspection answer, once known (None also when it failed).
         model_info: The analyzed model, once known.
-        findings: The rules' findings on ``config``.
+        findings: The rules' findings on ``config`` (invalid knob text included, as errors).
+        invalid: Knob key -> why the text typed into it is not a value (until corrected).
         study: The study name trials of this session are stored under.
-        baseline_id: The trial A/B compares against (default: the first done trial).
-        trials: Trials of this session's study, newest last (mirrors the store).
-        last_ab: The last A/B result (``tuner.studies`` object), for the compare view.
+        trials: Trials this session finished, newest last (the store has the whole study).
         gpu_count: GPUs seen by telemetry (0: none).
     """
 
@@ -47,11 +50,10 @@ class Session:
     workload: Workload | None = DEFAULT_WORKLOAD
     workload_error: str | None = None
     target: Target = field(default_factory=Target)
-    vllm_info: Any = None
-    model_info: Any = None
+    vllm_info: VllmInfo | None = None
+    model_info: ModelInfo | None = None
     findings: list[Finding] = field(default_factory=list)
+    invalid: dict[str, str] = field(default_factory=dict)
     study: str = "tui"
-    baseline_id: str | None = None
-    trials: list[Any] = field(default_factory=list)
-    last_ab: Any = None
+    trials: list[Trial] = field(default_factory=list)
     gpu_count: int | None = None

@@ -1,15 +1,16 @@
 """Two configs side by side with the noise-aware verdict per metric.
 
-A (the baseline) and B (the selected trial, else the newest one) each stand
-for every finished trial of the study with the same config and workload —
-the repeats of an A/B — so the verdict (``tuner.studies.stats.compare``)
-rests on all the samples measured, and says "no significant difference"
-when there are too few to tell.
+A is the study's baseline, B the selected trial (else the newest trial of
+another config; never the baseline's own config). The verdict is the core's
+(:meth:`tuner.lab.study.Study.compare`): the A/B of exactly these two configs
+when the study has one — the same report the Run panel and ``tunelab ab
+--json`` give — else every finished trial of each config pooled and judged by
+the same function, and the view then says it pooled and lists the trials.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -17,17 +18,10 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from tui.screens.results import study_trials
 from tui.widgets.results_table import knob_diff
-from tuner.studies.common import point_key, value_of
-from tuner.studies.stats import (
-    DEFAULT_METRICS,
-    Comparison,
-    StatsError,
-    Verdict,
-    compare,
-    format_relative,
-)
+from tuner.lab.study import Comparison, ComparisonSource, Study
+from tuner.studies.stats import Comparison as MetricRow
+from tuner.studies.stats import Verdict, format_relative
 
 VERDICT_STYLE = {
     Verdict.A_BETTER: "bold red",
@@ -36,28 +30,9 @@ VERDICT_STYLE = {
 }
 
 
-def arm(trials: list[Any], pick: Any) -> list[Any]:
-    """The finished trials measuring the same point (config + workload) as ``pick``."""
-    key = point_key(pick)
-    return [t for t in trials if point_key(t) == key and t.results]
-
-
-def comparisons(a: list[Any], b: list[Any]) -> list[Comparison]:
-    """One comparison per default metric both arms report."""
-    rows = []
-    for name in DEFAULT_METRICS:
-        xs = [v for t in a if (v := value_of(t, name)) is not None]
-        ys = [v for t in b if (v := value_of(t, name)) is not None]
-        if xs and ys:
-            try:
-                rows.append(compare(name, xs, ys))
-            except StatsError:
-                continue
-    return rows
-
-
-def arm_text(c: Comparison, side: str) -> str:
-    stats = c.a if side == "a" else c.b
+def arm_text(row: MetricRow, side: str) -> str:
+    """``812.3 ± 4.1 (n=3)``: one arm's mean, spread and sample count."""
+    stats = row.a if side == "a" else row.b
     spread = f" ± {stats.std:.3g}" if stats.n > 1 else ""
     return f"{stats.mean:.4g}{spread} (n={stats.n})"
 
@@ -69,9 +44,11 @@ class CompareScreen(Screen[None]):
         Binding("escape", "app.pop_screen", "Back", id="compare.back")
     ]
 
-    def __init__(self, b_id: str | None = None) -> None:
+    def __init__(self, study: Study, b_id: str | None = None) -> None:
         super().__init__()
+        self.study = study
         self.b_id = b_id
+        self.comparison: Comparison | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("", id="compare-title")
@@ -80,43 +57,37 @@ class CompareScreen(Screen[None]):
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
-        trials = [t for t in study_trials(self.app) if t.results]
-        baseline = self.app.jobs.baseline()  # type: ignore[attr-defined]
-        if baseline is None and trials:
-            baseline = trials[0]
-        pick = next((t for t in trials if t.id == self.b_id), None)
-        if pick is None and baseline is not None:
-            others = [t for t in trials if point_key(t) != point_key(baseline)]
-            pick = others[-1] if others else None
+        baseline = self.study.baseline()
+        pick = self.study.pick_other(baseline.trial, self.b_id) if baseline else None
         title = self.query_one("#compare-title", Static)
         if baseline is None or pick is None:
             title.update(
                 "Compare needs a baseline and another finished config: run, change a knob, run (or A/B)."
             )
             return
-        a, b = arm(trials, baseline), arm(trials, pick)
+        self.comparison = found = self.study.compare(baseline.trial, pick)
+        report = found.report
         title.update(
             Text.assemble(
                 ("A ", "bold"),
-                f"{baseline.short_id} (baseline, n={len(a)})   ",
+                f"{baseline.trial.short_id} ({baseline.how} baseline)   ",
                 ("B ", "bold"),
-                f"{pick.short_id} (n={len(b)}): {knob_diff(pick, baseline)}",
+                f"{pick.short_id}: {knob_diff(pick, baseline.trial)}",
             )
         )
         table = self.query_one(DataTable)
         table.add_columns("metric", "A", "B", "B vs A [95% CI]", "verdict")
-        rows = comparisons(a, b)
-        for c in rows:
+        for row in report.rows:
             table.add_row(
-                c.metric,
-                arm_text(c, "a"),
-                arm_text(c, "b"),
-                format_relative(c),
-                Text(str(c.verdict), style=VERDICT_STYLE.get(c.verdict, "")),
-                key=c.metric,
+                row.metric,
+                arm_text(row, "a"),
+                arm_text(row, "b"),
+                format_relative(row),
+                Text(str(row.verdict), style=VERDICT_STYLE.get(row.verdict, "")),
+                key=row.metric,
             )
-        head = rows[0] if rows else None
-        note = f"{head.metric}: {head.verdict} ({head.reason})." if head else "no common metric"
+        source = "A/B" if found.source is ComparisonSource.AB else "POOLED"
         self.query_one("#compare-note", Static).update(
-            note + " A winner is named only when the whole interval is on one side of 0%. Esc: back"
+            f"{report.summary()}\n{source}: {found.provenance()}. A winner is named only when "
+            "the whole interval is on one side of 0%. Esc: back"
         )

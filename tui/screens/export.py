@@ -1,14 +1,17 @@
-"""The export dialog: trial (default: the winner), formats, directory; shows the script.
+"""The export dialog: trial (default: the A/B's choice, else the winner), formats, directory.
 
 Files are written by ``tuner.export`` (atomic writes, the TOML verified to
 read back as the same config); the dialog shows the launch script it wrote
-so the user sees exactly what production will run.
+so the user sees exactly what production will run. The default trial and the
+sentence beside it come from :meth:`tuner.lab.study.Study.export_choice`: after
+an A/B it is that A/B's report (the figure the Run panel showed), else the
+study's winner.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -16,38 +19,11 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static, TextArea
 
-from tui.screens.results import study_trials
+from tui.widgets.checkbox import StateCheckbox
+from tuner.export.errors import ExportError
+from tuner.lab.study import Study, export_trial
 
 FORMATS = ("toml", "sh", "yaml", "docker")
-
-
-def pick_winner(trials: list[Any], study: str) -> tuple[Any | None, str]:
-    """The study's winner (``tuner.studies.winner`` decides) and its one-line statement."""
-    from tuner.studies.winner import WinnerError, pick_winner
-
-    try:
-        report = pick_winner(trials, study=study)
-    except WinnerError as exc:
-        return None, str(exc)
-    return report.winner.representative(), report.statement
-
-
-def export_trial(
-    trial: Any,
-    directory: Path,
-    formats: list[str],
-    force: bool = False,
-    store_path: Path | None = None,
-) -> list[Path]:
-    """Write ``trial`` as a preset (workload, results with their noise, trial id) in ``formats``.
-
-    The same export as ``tunelab export TRIAL``: tuner.export builds the preset.
-    """
-    from tuner.export.render import export
-    from tuner.export.trial import preset_from_trial
-
-    preset = preset_from_trial(trial.id, store_path=store_path)
-    return export(preset, directory, formats, force=force)
 
 
 class ExportScreen(ModalScreen[list[Path] | None]):
@@ -55,8 +31,16 @@ class ExportScreen(ModalScreen[list[Path] | None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "close", "Close", id="export.close")]
 
-    def __init__(self, trial_id: str | None = None, directory: Path | None = None) -> None:
+    def __init__(
+        self,
+        study: Study,
+        trial_id: str | None = None,
+        directory: Path | None = None,
+        store_path: Path | None = None,
+    ) -> None:
         super().__init__()
+        self.study = study
+        self.store_path = store_path
         self.trial_id = trial_id
         self.directory = directory or Path.cwd() / "tunelab-export"
         self.written: list[Path] = []
@@ -76,7 +60,7 @@ class ExportScreen(ModalScreen[list[Path] | None]):
             with Horizontal(classes="export-row", id="export-formats"):
                 yield Label("formats")
                 for name in FORMATS:
-                    yield Checkbox(
+                    yield StateCheckbox(
                         name, value=name in ("toml", "sh"), id=f"fmt-{name}", compact=True
                     )
             with Horizontal(classes="export-row"):
@@ -89,22 +73,28 @@ class ExportScreen(ModalScreen[list[Path] | None]):
                 yield Button("Export", id="export", variant="primary", compact=True)
 
     def on_mount(self) -> None:
-        trials = [t for t in study_trials(self.app) if t.results]
+        trials = self.study.finished()
         select = self.query_one("#export-trial", Select)
         if not trials:
             self.query_one("#export-status", Static).update(
                 "No finished trial yet: run one first (r)."
             )
             return
-        best, statement = pick_winner(study_trials(self.app), self.app.session.study)  # type: ignore[attr-defined]
-        self.query_one("#export-status", Static).update(f"Winner: {statement}")
+        best, statement = self.study.export_choice()
+        self.query_one("#export-status", Static).update(statement)
         options = [
-            (f"{t.short_id}{' (winner)' if best is not None and t.id == best.id else ''}", t.id)
+            (f"{t.short_id}{' (suggested)' if best is not None and t.id == best.id else ''}", t.id)
             for t in trials
         ]
         select.set_options(options)
         default = self.trial_id or (best.id if best is not None else trials[-1].id)
         select.value = default
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        """Enter in the directory field exports (B12: it did nothing)."""
+        if event.input.id == "export-dir":
+            event.stop()
+            self.do_export()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "close":
@@ -114,11 +104,9 @@ class ExportScreen(ModalScreen[list[Path] | None]):
 
     def do_export(self) -> list[Path]:
         """Write the chosen trial; show the files and the launch script."""
-        from tuner.export.errors import ExportError
-
         status = self.query_one("#export-status", Static)
         trial_id = self.query_one("#export-trial", Select).value
-        trials = {t.id: t for t in study_trials(self.app)}
+        trials = {t.id: t for t in self.study.trials()}
         trial = trials.get(str(trial_id)) if trial_id is not Select.NULL else None
         if trial is None:
             status.update("Choose a trial first.")
@@ -129,13 +117,8 @@ class ExportScreen(ModalScreen[list[Path] | None]):
             return []
         directory = Path(self.query_one("#export-dir", Input).value).expanduser()
         try:
-            directory.mkdir(parents=True, exist_ok=True)
             written = export_trial(
-                trial,
-                directory,
-                formats,
-                force=True,
-                store_path=self.app.session.services.store_path,
+                trial, directory, formats, force=True, store_path=self.store_path
             )
         except (ExportError, OSError) as exc:
             status.update(f"Export failed: {exc}")

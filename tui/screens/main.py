@@ -10,8 +10,8 @@ app's job (:mod:`tui.jobs`); this screen only renders its events.
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Any, ClassVar
+from collections.abc import Callable, Sequence
+from typing import ClassVar
 
 from rich.text import Text
 from textual import on, work
@@ -25,15 +25,16 @@ from textual.widgets import Static
 from tui.messages import (
     IntrospectionReady,
     JobFinished,
+    JobKind,
     KnobChanged,
     KnobFocused,
     KnobInvalid,
     ModelAnalyzed,
-    ModelRequested,
     RunEvent,
     TelemetryReady,
     WorkloadChanged,
 )
+from tui.session import Session
 from tui.widgets.findings_panel import FindingsPanel
 from tui.widgets.footer import TunelabFooter
 from tui.widgets.gpu_panel import GpuPanel
@@ -42,8 +43,19 @@ from tui.widgets.model_panel import ModelPanel, human_bytes
 from tui.widgets.run_panel import RunPanel
 from tui.widgets.status_bar import StatusBar
 from tui.widgets.workload_panel import WorkloadPanel
+from tuner.bench.metrics import delivery_warning
+from tuner.bench.workload import Workload
 from tuner.config import EngineConfig
-from tuner.rules import Finding, Severity, Target, WorkloadShape, check
+from tuner.lab import checks
+from tuner.lab import target as lab_target
+from tuner.lab.fit import FitState, fit_summary
+from tuner.model import ModelError, ModelInfo, analyze
+from tuner.rules import Finding, Target
+from tuner.studies.ab import ABReport
+from tuner.studies.sweep import SweepReport
+from tuner.telemetry import Sample
+from tuner.trials import events as ev
+from tuner.trials.model import Trial
 
 DEMO_LABEL = "tunelab:demo"
 
@@ -59,8 +71,14 @@ class MainScreen(Screen[None]):
     _stage: str = "starting"
     _gpus: tuple[int, float | None] | None = None
 
+    def __init__(self, session: Session, job_done: Callable[[int], object]) -> None:
+        """``session`` is the state it renders; ``job_done(id)`` starts the queue's next job."""
+        super().__init__()
+        self.session = session
+        self.job_done = job_done
+
     def compose(self) -> ComposeResult:
-        session = self.app.session  # type: ignore[attr-defined]
+        session = self.session
         yield StatusBar(id="status")
         yield GpuPanel(id="gpus")
         with Horizontal(id="body"):
@@ -75,7 +93,7 @@ class MainScreen(Screen[None]):
         yield TunelabFooter(compact=True)
 
     def on_mount(self) -> None:
-        session = self.app.session  # type: ignore[attr-defined]
+        session = self.session
         self.query_one(StatusBar).node = session.services.node
         self.query_one("#knob-help", Static).update(
             Text("Focus a knob to read its help. Tab moves, space toggles.", style="dim")
@@ -91,18 +109,20 @@ class MainScreen(Screen[None]):
 
     def refresh_all(self) -> None:
         """Re-render everything from the session (after any state change)."""
-        session = self.app.session  # type: ignore[attr-defined]
+        session = self.session
         self.query_one(ModelPanel).set_model(session.config.model, session.model_label)
         self.query_one(StatusBar).model = session.model_label or session.config.model
-        self.query_one(KnobPanel).show_config(session.config)
+        self.query_one(KnobPanel).show_config(session.config, keep=session.invalid.keys())
         self.recheck()
 
     def recheck(self) -> list[Finding]:
-        """Run the rules on the current config and show the findings."""
-        session = self.app.session  # type: ignore[attr-defined]
-        shape = WorkloadShape.from_workload(session.workload) if session.workload else None
-        session.findings = check(session.config, session.model_info, session.target, shape)
+        """Run the rules (and the invalid knob texts) on the current config; show the findings."""
+        session = self.session
+        session.findings = checks.findings(
+            session.config, session.model_info, session.target, session.workload, session.invalid
+        )
         self.query_one(FindingsPanel).show(session.findings)
+        self.app.refresh_bindings()  # `f` is offered only while a finding has a fix
         return session.findings
 
     def set_engine_state(self, state: str) -> None:
@@ -116,43 +136,43 @@ class MainScreen(Screen[None]):
 
     @on(KnobChanged)
     def _knob_changed(self, message: KnobChanged) -> None:
-        session = self.app.session  # type: ignore[attr-defined]
+        session = self.session
+        session.invalid.pop(message.key, None)
         session.config = session.config.with_values({message.key: message.value})
         self.recheck()
 
     @on(KnobInvalid)
     def _knob_invalid(self, message: KnobInvalid) -> None:
+        """Invalid text is an error finding until corrected; the config keeps no stale value."""
+        session = self.session
+        session.invalid[message.key] = message.error
+        session.config = session.config.with_values({message.key: None})
         self.query_one("#knob-help", Static).update(Text(message.error, style="bold red"))
+        self.recheck()
 
     @on(KnobFocused)
     def _knob_focused(self, message: KnobFocused) -> None:
         row = self.query_one(KnobPanel).row(message.key)
         help_text = Text(row.help_text())
-        value = self.app.session.config.get(message.key)  # type: ignore[attr-defined]
+        value = self.session.config.get(message.key)
         if value is None:
             help_text.append("  (unset: vLLM default)", style="dim")
         self.query_one("#knob-help", Static).update(help_text)
 
     @on(WorkloadChanged)
     def _workload_changed(self, message: WorkloadChanged) -> None:
-        session = self.app.session  # type: ignore[attr-defined]
+        session = self.session
         session.workload = message.workload
         session.workload_error = message.error
         if message.error:
             self.query_one("#knob-help", Static).update(Text(message.error, style="bold red"))
         self.recheck()
 
-    @on(ModelRequested)
-    def _model_requested(self, message: ModelRequested) -> None:
-        self.app.set_model(message.model)  # type: ignore[attr-defined]
-
     # -- background work -----------------------------------------------------
 
     @work(thread=True, exclusive=True, group="analyze")
     def analyze_model(self, model: str) -> None:
         """Model analysis reads files (and maybe the hub): off the event loop."""
-        from tuner.model_info import ModelError, analyze
-
         try:
             info = analyze(model)
         except ModelError as exc:
@@ -165,7 +185,7 @@ class MainScreen(Screen[None]):
 
     @on(ModelAnalyzed)
     def _model_analyzed(self, message: ModelAnalyzed) -> None:
-        session = self.app.session  # type: ignore[attr-defined]
+        session = self.session
         if message.model != session.config.model:
             return  # a stale answer for a model the user already replaced
         panel = self.query_one(ModelPanel)
@@ -174,46 +194,46 @@ class MainScreen(Screen[None]):
             panel.show_info(Text(f"cannot analyze: {message.error}", style="red"))
         else:
             session.model_info = message.info
-            panel.show_info(model_line(message.info, session.config, session.target))
+            panel.show_info(
+                model_line(message.info, session.config, session.target, session.workload)
+            )
         self.recheck()
 
     def _with_gpus(self, target: Target) -> Target:
-        """The target with the GPU count and per-GPU VRAM telemetry saw (introspection does not)."""
-        if not self._gpus:
-            return target
-        count, vram = self._gpus
-        return replace(target, gpus=count, vram_gib=vram if vram is not None else target.vram_gib)
+        """The target with telemetry's GPUs (tuner.lab.target: measured beats introspected)."""
+        count, vram = self._gpus or (0, None)
+        return lab_target.with_node_gpus(target, count, vram)
 
     @on(IntrospectionReady)
     def _introspected(self, message: IntrospectionReady) -> None:
-        session = self.app.session  # type: ignore[attr-defined]
+        session = self.session
         session.vllm_info = message.info
         session.target = self._with_gpus(message.target)
         info = message.info
         bar = self.query_one(StatusBar)
-        if info is not None and getattr(info, "available", False):
+        if info is not None and info.available:
             bar.vllm = f"vLLM {info.version} ({(info.platform or '?').upper()})"
         else:
             bar.vllm = "vLLM: not found"
-            reason = getattr(info, "error", None) or "introspection failed"
+            reason = (info.error if info is not None else None) or message.target.note
             self.notify(f"vLLM not usable: {reason}", severity="warning", timeout=8)
         target: Target = session.target
         self.query_one(KnobPanel).mark_availability(target.vllm_version, target.platform)
         if session.model_info is not None:
             self.query_one(ModelPanel).show_info(
-                model_line(session.model_info, session.config, target)
+                model_line(session.model_info, session.config, target, session.workload)
             )
         self.recheck()
 
     @on(TelemetryReady)
     def _telemetry_ready(self, message: TelemetryReady) -> None:
-        session = self.app.session  # type: ignore[attr-defined]
+        session = self.session
         if message.count:
             self._gpus = (message.count, message.vram_gib)
             session.target = self._with_gpus(session.target)
             if session.model_info is not None:
                 self.query_one(ModelPanel).show_info(
-                    model_line(session.model_info, session.config, session.target)
+                    model_line(session.model_info, session.config, session.target, session.workload)
                 )
             self.recheck()
         panel = self.query_one(GpuPanel)
@@ -225,8 +245,6 @@ class MainScreen(Screen[None]):
     @on(RunEvent)
     def _run_event(self, message: RunEvent) -> None:
         """Render one trial event in the run panel and the header."""
-        from tuner.trials import events as ev
-
         event, panel = message.event, self.run_panel
         panel.trial_event(event)  # launch count, log file, shutdown marking, backend asked for
         if isinstance(event, ev.TrialStage):
@@ -261,23 +279,23 @@ class MainScreen(Screen[None]):
         panel = self.run_panel
         panel.end()
         self._backend = None
-        if message.kind == "ab" and message.ok and message.result is not None:
-            report = message.result
+        result = message.result
+        if message.kind is JobKind.AB and message.ok and isinstance(result, ABReport):
+            report = result
             verdict = str(report.verdict)
             style = {"A better": "bold red", "B better": "bold green"}.get(verdict, "bold yellow")
             panel.note(report.summary(), highlight=verdict, style=style)
             self.notify(f"A/B: {report.summary()}", timeout=12)
-        elif message.kind == "sweep" and message.ok and message.result is not None:
-            report = message.result
-            panel.note(f"sweep best: {report.best_values} (trial {str(report.best_trial)[:8]})")
+        elif message.kind is JobKind.SWEEP and message.ok and isinstance(result, SweepReport):
+            panel.note(f"sweep best: {result.best_values} (trial {str(result.best_trial)[:8]})")
         elif not message.ok:
             panel.stage(
                 "stopped" if "stopped" in message.summary else "failed", None, message.summary
             )
         self.set_engine_state("idle")
-        self.app.jobs.finished(message.job)  # type: ignore[attr-defined]
+        self.job_done(message.job)
 
-    def show_telemetry(self, snaps: list[Any], histories: list[list[float]]) -> bool:
+    def show_telemetry(self, snaps: Sequence[Sample], histories: list[list[float]]) -> bool:
         """Hand the newest samples to the GPU panel; False if it could not show them all yet."""
         try:
             panel = self.query_one(GpuPanel)
@@ -286,41 +304,29 @@ class MainScreen(Screen[None]):
         return panel.show(snaps, histories)
 
 
-def model_line(info: Any, config: EngineConfig, target: Target) -> Text:
-    """`Llama · GQA · 0.8 MiB · fits · KV 4.0 KiB/tok` for the model panel (fit first: it matters most)."""
+def model_line(
+    info: ModelInfo, config: EngineConfig, target: Target, workload: Workload | None = None
+) -> Text:
+    """`Llama · GQA · 0.8 MiB · fits · KV 4.0 KiB/tok` for the model panel (fit first: it matters most).
+
+    The fit is :func:`tuner.lab.fit.fit_summary`: the memory rule's own estimate.
+    """
     out = Text(no_wrap=True, overflow="ellipsis")
     arch = (info.architecture or info.model_type or "?").removesuffix("ForCausalLM")
     kind = str(info.attention).upper()
-    if info.is_moe:
+    if info.is_moe and info.moe is not None:
         kind += f" MoE {info.moe.num_experts}e"
     out.append(f"{arch} · {kind} · {human_bytes(info.weight_bytes)} · ")
-    if target.vram_gib:
-        from tuner.model_info import fit
-
-        est = fit(
-            info,
-            gpus=max(target.gpus, 1),
-            vram_bytes_per_gpu=int(target.vram_gib * 1024**3),
-            gpu_memory_utilization=float(config.get("gpu-memory-utilization") or 0.9),
-            tensor_parallel_size=int(config.get("tensor-parallel-size") or 1),
-            max_model_len=_int(config.get("max-model-len")),
-            max_num_seqs=_int(config.get("max-num-seqs")),
-            kv_cache_dtype=str(config.get("kv-cache-dtype") or "auto"),
-        )
-        out.append(
-            "fits" if est.fits else "does not fit", style="green" if est.fits else "bold red"
-        )
-        out.append(f" {target.gpus}×{target.vram_gib:.0f} GiB", style="dim")
-    elif target.platform == "cpu":
-        out.append("CPU engine", style="dim")
-    else:
-        out.append("fit: VRAM unknown", style="dim")
-    kv = info.kv_bytes_per_token(config.get("kv-cache-dtype") or "auto")
-    out.append(f" · KV {human_bytes(kv)}/tok")
+    fit = fit_summary(info, config, target, workload)
+    style = {FitState.FITS: "green", FitState.DOES_NOT_FIT: "bold red", FitState.QUEUES: "yellow"}
+    out.append(str(fit.state), style=style.get(fit.state, "dim"))
+    if fit.vram_gib and fit.state is not FitState.CPU:
+        out.append(f" {fit.gpus}×{fit.vram_gib:.0f} GiB", style="dim")
+    out.append(f" · KV {human_bytes(fit.kv_bytes_per_token)}/tok")
     return out
 
 
-def result_line(trial: Any) -> str:
+def result_line(trial: Trial) -> str:
     """`trial 1a2b3c4d: 812 tok/s · TTFT p99 41.0 ms · ITL p99 9.1 ms` for the run panel."""
     r = trial.results or {}
 
@@ -332,18 +338,5 @@ def result_line(trial: Any) -> str:
         f"trial {trial.short_id}: {num('output_throughput', '.0f')} tok/s · "
         f"TTFT p99 {num('p99_ttft_ms', '.1f')} ms · ITL p99 {num('p99_itl_ms', '.1f')} ms"
     )
-    from tuner.bench.metrics import delivery_warning  # aiohttp comes with it: not at start-up
-
     warning = delivery_warning(r, short=True)
     return f"{line} · ⚠ {warning}" if warning else line
-
-
-def _int(value: Any) -> int | None:
-    try:
-        return int(value) if value is not None else None
-    except (TypeError, ValueError):
-        return None
-
-
-def has_errors(findings: list[Finding]) -> bool:
-    return any(f.severity is Severity.ERROR for f in findings)

@@ -1,31 +1,37 @@
 """Results: the study's trials as a sortable table, and the throughput/latency plot.
 
 Rows are read from the trial store (every trial of the session's study,
-earlier sessions included). ``b`` marks the selected row as the baseline,
-``c`` compares it with the baseline, ``e`` exports it.
+earlier sessions included) through :class:`tuner.lab.study.Study`, which also
+keeps the baseline (``b`` marks the selected row; kept across restarts). ``c``
+compares the selected row with the baseline (never the baseline with itself),
+``e`` exports it.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from pathlib import Path
+from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from tui.screens.compare import CompareScreen
+from tui.screens.export import ExportScreen
 from tui.widgets.pareto_plot import ParetoPlot
 from tui.widgets.results_table import SORTABLE, ResultsTable
 from tui.widgets.status_bar import StatusBar
+from tuner.lab.study import Study, higher_is_better
+from tuner.trials.store import StoreError, TrialNotFound
 
-
-def study_trials(app: Any) -> list[Any]:
-    """Every trial of the session's study from the store (the session's list if none yet)."""
-    session = app.session
-    try:
-        return app.jobs.store.list(study=session.study)
-    except Exception:  # the store cannot open (read-only home): the session still knows its trials
-        return list(session.trials)
+# The metric behind each sortable column (direction from tuner.lab.study.higher_is_better).
+_COLUMN_METRIC = {
+    "tok_s": "output_throughput",
+    "req_s": "request_throughput",
+    "ttft": "p99_ttft_ms",
+    "itl": "p99_itl_ms",
+}
 
 
 class ResultsScreen(Screen[None]):
@@ -42,6 +48,15 @@ class ResultsScreen(Screen[None]):
     _sort_index = 0
     _reverse = False
 
+    def __init__(
+        self, study: Study, header: StatusBar | None = None, store_path: Path | None = None
+    ) -> None:
+        """``header``: the main screen's status bar, whose values this screen's bar repeats."""
+        super().__init__()
+        self.study = study
+        self.header = header
+        self.store_path = store_path
+
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status")
         yield ResultsTable(id="results-table")
@@ -50,30 +65,25 @@ class ResultsScreen(Screen[None]):
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
-        bar = self.query_one(StatusBar)
-        main = self.app.main  # type: ignore[attr-defined]
-        src = main.query_one(StatusBar)
-        bar.node, bar.vllm, bar.model, bar.engine_state = (
-            src.node,
-            src.vllm,
-            src.model,
-            src.engine_state,
-        )
+        if self.header is not None:
+            bar, src = self.query_one(StatusBar), self.header
+            bar.node, bar.vllm, bar.model, bar.engine_state = (
+                src.node,
+                src.vllm,
+                src.model,
+                src.engine_state,
+            )
         self.reload()
 
     def reload(self) -> None:
-        trials = study_trials(self.app)
-        session = self.app.session  # type: ignore[attr-defined]
-        baseline = self.app.jobs.baseline()  # type: ignore[attr-defined]
-        if baseline is None:
-            baseline = next((t for t in trials if t.results), None)
-        base_id = baseline.id if baseline is not None else None
-        self.query_one(ResultsTable).show(trials, base_id)
+        trials = self.study.trials()
+        baseline = self.study.baseline(trials)
+        self.query_one(ResultsTable).show(trials, baseline.trial.id if baseline else None)
         front = self.query_one(ParetoPlot).show(trials)
         done = sum(1 for t in trials if t.results)
         self.query_one("#results-note", Static).update(
-            f"study {session.study}: {len(trials)} trials, {done} with results; "
-            f"baseline ★ {baseline.short_id if baseline else '–'}; "
+            f"study {self.study.name}: {len(trials)} trials, {done} with results; "
+            f"baseline {baseline.describe() if baseline else '★ –'}; "
             f"Pareto front: {', '.join(t.short_id for t in front) or '–'}. "
             "o: sort · b: baseline · c: compare with baseline · e: export · Esc: back"
         )
@@ -88,11 +98,10 @@ class ResultsScreen(Screen[None]):
     def action_sort(self) -> None:
         self._sort_index = (self._sort_index + 1) % len(SORTABLE)
         column = SORTABLE[self._sort_index]
-        self._reverse = column in ("tok_s", "req_s")
+        metric = _COLUMN_METRIC.get(column)
+        self._reverse = metric is not None and higher_is_better(metric)
         self.query_one(ResultsTable).sort(column, reverse=self._reverse)
-        self.notify(
-            f"sorted by {column}{' (best first)' if column in ('tok_s', 'req_s', 'ttft', 'itl') else ''}"
-        )
+        self.notify(f"sorted by {column}{' (best first)' if metric else ''}")
 
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
         self._reverse = not self._reverse
@@ -100,16 +109,20 @@ class ResultsScreen(Screen[None]):
 
     def action_mark_baseline(self) -> None:
         trial_id = self.selected_id()
-        if trial_id:
-            self.app.session.baseline_id = trial_id  # type: ignore[attr-defined]
-            self.reload()
+        if not trial_id:
+            return
+        try:
+            chosen = self.study.mark_baseline(trial_id)
+        except (TrialNotFound, StoreError) as exc:
+            self.notify(str(exc), severity="warning")
+            return
+        self.notify(f"Baseline: {chosen.describe()} (kept for study {self.study.name})")
+        self.reload()
 
     def action_compare(self) -> None:
-        from tui.screens.compare import CompareScreen
-
-        self.app.push_screen(CompareScreen(b_id=self.selected_id()))
+        self.app.push_screen(CompareScreen(self.study, b_id=self.selected_id()))
 
     def action_export(self) -> None:
-        from tui.screens.export import ExportScreen
-
-        self.app.push_screen(ExportScreen(trial_id=self.selected_id()))
+        self.app.push_screen(
+            ExportScreen(self.study, trial_id=self.selected_id(), store_path=self.store_path)
+        )

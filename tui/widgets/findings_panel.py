@@ -1,8 +1,9 @@
 """Rule findings beside the knobs, updated on every edit; errors block Run.
 
-The panel only renders what ``tuner.rules.check`` returned; the screen
-decides what an error means (Run refuses) and ``f`` applies the first
-finding's fix.
+The panel only renders what ``tuner.lab.checks.findings`` returned (the
+rules, plus invalid knob text as errors); Run refuses while there is an
+error, and ``f`` — offered only while a finding has a fix — applies it (or
+lets the user pick one when several have a fix).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def render_findings(findings: Sequence[Finding]) -> Text:
     if not findings:
         return Text("No findings: the rules see nothing wrong with this config.", style="dim")
     out = Text()
-    first_fix = next((f for f in findings if f.fix), None)
+    several = sum(1 for f in findings if f.fix) > 1
     for i, finding in enumerate(findings):
         icon, style = ICONS.get(finding.severity, ("?", ""))
         if i:
@@ -41,7 +42,7 @@ def render_findings(findings: Sequence[Finding]) -> Text:
         out.append(f"{icon} ", style=style)
         out.append(finding.message)
         if finding.fix:
-            key = " [f]" if finding is first_fix else ""
+            key = " [f: pick]" if several else " [f]"
             out.append(f"  fix{key}: {fix_text(finding.fix)}", style="bold green")
     return out
 
@@ -61,4 +62,9 @@ class FindingsPanel(Static):
         self.border_title = (
             f"Findings · {errors} error{'s' if errors != 1 else ''}, {warnings} warn"
         )
-        self.border_subtitle = "Run blocked: press f to apply the fix" if errors else ""
+        if not errors:
+            self.border_subtitle = ""
+        elif any(f.fix for f in findings if f.severity is Severity.ERROR):
+            self.border_subtitle = "Run blocked: press f to apply the fix"
+        else:
+            self.border_subtitle = "Run blocked: change the knob the error names"

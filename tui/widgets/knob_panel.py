@@ -13,6 +13,7 @@ as :class:`~tui.messages.KnobChanged` / :class:`~tui.messages.KnobInvalid`.
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -284,11 +285,16 @@ class KnobPanel(VerticalScroll):
         self.scroll_to_widget(row, animate=False, top=False)
         return True
 
-    def show_config(self, config: EngineConfig) -> None:
-        """Set every control from ``config`` (attributes down; no messages posted)."""
+    def show_config(self, config: EngineConfig, keep: Collection[str] = ()) -> None:
+        """Set every control from ``config`` (attributes down; no messages posted).
+
+        Rows named in ``keep`` hold invalid text the user has not corrected yet: it stays
+        shown (marked) rather than being replaced by the config's value.
+        """
         self.config = config
         for row in self.query(KnobRow):
-            row.set_value(config.get(row.knob.key))
+            if row.knob.key not in keep:
+                row.set_value(config.get(row.knob.key))
 
     def mark_availability(self, version: str | None, platform: str | None) -> int:
         """Mark knobs that do not apply to the target; returns how many are n/a."""

@@ -23,7 +23,10 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from pathlib import Path
 
+from tuner.export.render import export
+from tuner.export.trial import preset_from_trial
 from tuner.studies.ab import ABReport, build_report
 from tuner.studies.common import point_key
 from tuner.studies.stats import Direction, Verdict, metric_direction
@@ -241,3 +244,24 @@ class Study:
         except WinnerError as exc:
             return None, str(exc)
         return winner.winner.representative(), winner.statement
+
+
+def export_trial(
+    trial: Trial,
+    directory: Path,
+    formats: Sequence[str],
+    *,
+    force: bool = False,
+    store_path: Path | None = None,
+) -> list[Path]:
+    """Write ``trial`` as a preset (workload, results with their noise, trial id) in ``formats``.
+
+    The same export as ``tunelab export TRIAL`` (tuner.export builds the preset).
+
+    Raises:
+        ExportError: the preset cannot be built or written; OSError: the directory.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    return export(
+        preset_from_trial(trial.id, store_path=store_path), directory, formats, force=force
+    )

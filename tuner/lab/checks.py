@@ -1,0 +1,53 @@
+"""What the rules say about the config being edited, invalid knob text included.
+
+A knob whose typed text is not a value (``abc`` in ``max-num-seqs``) used to
+be dropped silently, so the run went ahead without it; here it is an ERROR
+finding like any rule's, so it blocks Run and is listed until corrected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from tuner.bench.workload import Workload
+from tuner.config import EngineConfig
+from tuner.model import ModelInfo
+from tuner.rules import Finding, Severity, Target, WorkloadShape, check
+
+INVALID_RULE = "invalid-value"
+INVALID_SOURCE = "tunelab knob catalogue (the knob's type and range: `tunelab knobs`)"
+
+
+def invalid_value(key: str, error: str) -> Finding:
+    """The error finding for text typed into ``key`` that is not one of its values."""
+    return Finding(
+        Severity.ERROR,
+        (key,),
+        f"{key}: {error} — Run is blocked until the field holds a valid value or is cleared",
+        INVALID_SOURCE,
+        None,
+        INVALID_RULE,
+    )
+
+
+def findings(
+    config: EngineConfig,
+    model: ModelInfo | None,
+    target: Target,
+    workload: Workload | None,
+    invalid: Mapping[str, str] | None = None,
+) -> list[Finding]:
+    """Invalid knob text first, then the rules' findings on ``config`` (errors first)."""
+    shape = WorkloadShape.from_workload(workload) if workload is not None else None
+    typed = [invalid_value(k, e) for k, e in sorted((invalid or {}).items())]
+    return typed + check(config, model, target, shape)
+
+
+def blocks_run(found: Sequence[Finding]) -> bool:
+    """True when any finding is an error."""
+    return any(f.severity is Severity.ERROR for f in found)
+
+
+def fixable(found: Sequence[Finding]) -> list[Finding]:
+    """The findings that carry a fix, in the order shown (errors first)."""
+    return [f for f in found if f.fix]

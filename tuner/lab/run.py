@@ -1,0 +1,104 @@
+"""Run, A/B and sweep entry points with the options both faces give them.
+
+The TUI's jobs and the CLI's commands start trials and studies through these
+functions, so the A/B a user starts from either face runs the same schedule
+(:data:`AB_REPEATS` launches per arm by default) and is judged by the same
+report.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tuner.bench.workload import Workload
+from tuner.config import EngineConfig
+from tuner.model import ModelInfo
+from tuner.rules import Target
+from tuner.studies.ab import ABReport, run_ab
+from tuner.studies.common import TrialRunner
+from tuner.studies.space import Param, parse_param
+from tuner.studies.sweep import SweepReport, run_sweep
+from tuner.telemetry.sampler import Sampler
+from tuner.trials.context import RunContext
+from tuner.trials.events import TrialEventCallback
+from tuner.trials.model import Trial
+from tuner.trials.store import TrialStore
+
+# n=2 gives 1 degree of freedom: intervals too wide to name a winner.
+AB_REPEATS = 3
+
+__all__ = [
+    "AB_REPEATS",
+    "Param",
+    "RunOptions",
+    "TrialRunner",
+    "ab",
+    "parse_param",
+    "runner",
+    "sweep",
+]
+
+
+@dataclass
+class RunOptions:
+    """How trials are run here: the engine's interpreter, patience, what the rules judge against.
+
+    Attributes:
+        python: Interpreter that runs vLLM.
+        startup_timeout: Seconds an engine may take to become healthy.
+        target: The rules' target (None: resolved per model by the trial runner).
+        model_info: The analyzed model for the rules (with ``target``).
+        sampler: A running telemetry sampler for the trial's GPU window, if any.
+        command_for: Builds a replacement engine command (engine doubles in tests only).
+    """
+
+    python: str = sys.executable
+    startup_timeout: float = 600.0
+    target: Target | None = None
+    model_info: ModelInfo | None = None
+    sampler: Sampler | None = None
+    command_for: Callable[[EngineConfig], list[str]] | None = field(default=None, repr=False)
+
+
+def runner(store: TrialStore, options: RunOptions, on_event: TrialEventCallback) -> TrialRunner:
+    """The studies' trial runner with ``options``."""
+    kwargs: dict[str, object] = {
+        "python": options.python,
+        "startup_timeout": options.startup_timeout,
+    }
+    if options.target is not None:
+        kwargs["context"] = RunContext(options.target, options.model_info, [])
+    if options.sampler is not None:
+        kwargs["sampler"] = options.sampler
+    return TrialRunner(store, on_event=on_event, options=kwargs, command_for=options.command_for)
+
+
+async def ab(
+    a: EngineConfig,
+    b: EngineConfig,
+    workload: Workload,
+    trial_runner: TrialRunner,
+    *,
+    study: str,
+    repeats: int = AB_REPEATS,
+    on_trial: Callable[[Trial], None] | None = None,
+) -> ABReport:
+    """An A/B of ``a`` (baseline) against ``b``, counterbalanced; its report is the verdict."""
+    return await run_ab(
+        a, b, workload, trial_runner, repeats=repeats, study=study, on_trial=on_trial
+    )
+
+
+async def sweep(
+    config: EngineConfig,
+    workload: Workload,
+    param: Param,
+    trial_runner: TrialRunner,
+    *,
+    study: str,
+    on_trial: Callable[[Trial], None] | None = None,
+) -> SweepReport:
+    """One knob over its values."""
+    return await run_sweep(config, workload, [param], trial_runner, study=study, on_trial=on_trial)
