@@ -33,13 +33,16 @@ def test_engine_args_render_bools_json_and_cudagraph_mode() -> None:
     args = cfg.engine_args()
     assert "--no-enable-prefix-caching" in args
     assert "--enforce-eager" in args
-    assert args[args.index("--max-num-batched-tokens") + 1] == "8192"
-    comp = json.loads(args[args.index("--compilation-config") + 1])
+    # Every value is glued to its flag: one argv word per argument.
+    assert all(a.startswith("--") for a in args)
+    values = dict(a[2:].split("=", 1) for a in args if "=" in a)
+    assert values["max-num-batched-tokens"] == "8192"
+    comp = json.loads(values["compilation-config"])
     assert comp == {"level": 3, "cudagraph_mode": "FULL_AND_PIECEWISE"}
-    spec = json.loads(args[args.index("--speculative-config") + 1])
+    spec = json.loads(values["speculative-config"])
     assert spec["num_speculative_tokens"] == 3
     assert cfg.serve_args()[0] == "org/model"
-    assert args.count("--compilation-config") == 1
+    assert sum(a.startswith("--compilation-config") for a in args) == 1
 
 
 def test_with_values_routes_env_and_engine_keys_and_removes_none() -> None:

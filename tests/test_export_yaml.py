@@ -41,8 +41,15 @@ print("@@" + json.dumps(out))
 
 
 def normalise(argv: list[str]) -> list[object]:
-    out: list[object] = []
+    """``--key=value`` split into two words (as vLLM's YAML loader writes them), JSON parsed."""
+    words: list[str] = []
     for item in argv:
+        if item.startswith("--") and "=" in item:
+            words += item.split("=", 1)
+        else:
+            words.append(item)
+    out: list[object] = []
+    for item in words:
         if item.startswith(("{", "[")):
             try:
                 out.append(json.loads(item))

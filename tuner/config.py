@@ -13,15 +13,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tuner.redact import SECRET_ENGINE_ARGS
+from tuner.vllm_flags import SERVE_OPTIONS
+
 EngineValue = str | int | float | bool | dict[str, Any] | list[Any]
 
-ENV_KEY_RE = re.compile(r"^[A-Z_][A-Z0-9_]*$")
-ENGINE_KEY_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+# \Z, not $: "$" also matches before a trailing newline ("NAME\n" would pass).
+ENV_KEY_RE = re.compile(r"[A-Z_][A-Z0-9_]*\Z")
+ENGINE_KEY_RE = re.compile(r"[a-z0-9][a-z0-9-]*\Z")
 
 # Engine keys that tunelab itself controls for a benchmark run; a config may
 # not set them (the launch script exposes them as HOST/PORT instead).
@@ -50,6 +55,7 @@ class EngineConfig:
     engine: dict[str, EngineValue] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self.model = check_model(self.model)
         for key in self.env:
             if not ENV_KEY_RE.match(key):
                 raise ConfigError(
@@ -67,6 +73,7 @@ class EngineConfig:
                     f"engine argument {key!r} is set by tunelab itself; set the model with "
                     "--model and host/port with the launch script's HOST/PORT variables"
                 )
+            check_engine_key(key)
 
     # -- identity -------------------------------------------------------
     def canonical(self) -> dict[str, Any]:
@@ -131,10 +138,7 @@ class EngineConfig:
             args.extend(render_flag(key, self.engine[key]))
         if compilation:
             args.extend(
-                [
-                    "--compilation-config",
-                    json.dumps(compilation, sort_keys=True, separators=(",", ":")),
-                ]
+                render_flag("compilation-config", compilation),
             )
         return args
 
@@ -148,13 +152,73 @@ class EngineConfig:
 
 
 def render_flag(key: str, value: EngineValue) -> list[str]:
-    """One engine argument as argv items; bools use vLLM's --flag / --no-flag form."""
-    flag = f"--{key}"
+    """One engine argument as one argv item: ``--key=value``, or ``--flag``/``--no-flag``.
+
+    The value is joined to its flag with ``=`` so argparse can never read it
+    as an option of its own: ``--served-model-name --trust-remote-code`` would
+    turn remote code on, ``--served-model-name=--trust-remote-code`` names the
+    model "--trust-remote-code" (argparse takes everything after the first
+    ``=`` as the value; vLLM's FlexibleArgumentParser only rewrites the part
+    before it, vllm/utils/argparse_utils.py parse_args). Booleans use vLLM's
+    BooleanOptionalAction forms.
+    """
     if isinstance(value, bool):
-        return [flag] if value else [f"--no-{key}"]
+        return [f"--{key}"] if value else [f"--no-{key}"]
     if isinstance(value, dict | list):
-        return [flag, json.dumps(value, sort_keys=True, separators=(",", ":"))]
-    return [flag, str(value)]
+        return [f"--{key}={json.dumps(value, sort_keys=True, separators=(',', ':'))}"]
+    return [f"--{key}={value}"]
+
+
+def check_model(model: str) -> str:
+    """The model as it will be passed: ``~`` expanded; refused when it would read as an option.
+
+    ``vllm serve -O0`` or ``vllm serve --trust-remote-code`` parse the "model"
+    as an option, so a model starting with ``-`` is refused. ``~/models/x`` is
+    expanded here, once, so the path that is checked is the path that is passed.
+
+    Raises:
+        ConfigError: for a model starting with ``-`` or holding a NUL/newline.
+    """
+    if model.startswith("-"):
+        raise ConfigError(
+            f"model {model[:60]!r} starts with '-', so vLLM would read it as an option; "
+            f"for a local directory write ./{model[:60]}"
+        )
+    if model.startswith("~"):
+        return os.path.expanduser(model)
+    return model
+
+
+def expansions(key: str) -> list[str]:
+    """The vLLM flags that ``key`` abbreviates (empty for a full name or an unknown key)."""
+    if key in SERVE_OPTIONS:
+        return []
+    return sorted(o for o in SERVE_OPTIONS if o.startswith(key))
+
+
+def check_engine_key(key: str) -> None:
+    """Refuses secret-bearing arguments and abbreviations of vLLM's flags.
+
+    argparse accepts any unambiguous prefix of a long option, so
+    ``gpu-memory-util`` would reach vLLM as ``gpu-memory-utilization`` without
+    tunelab's checks of that knob ever running. Only full names are taken.
+
+    Raises:
+        ConfigError: naming the full flag, or where the secret belongs instead.
+    """
+    if key in SECRET_ENGINE_ARGS:
+        raise ConfigError(
+            f"engine argument {key!r} carries a secret, and tunelab never stores or writes "
+            f"secrets: remove it and export {SECRET_ENGINE_ARGS[key]} in the shell that starts "
+            "vLLM instead (vLLM reads it from there)"
+        )
+    longer = expansions(key)
+    if longer:
+        raise ConfigError(
+            f"engine argument {key!r} is an abbreviation (vLLM would expand it to "
+            f"{' or '.join('--' + o for o in longer[:3])}); write the full name, "
+            f"for example {longer[0]}"
+        )
 
 
 def is_env_key(key: str) -> bool:

@@ -344,10 +344,10 @@ def _run_scripts(written: list[Path], config: Any, sandbox: Path) -> list[str]:
         argv = calls[0]["argv"]
         serve = ["serve", *config.serve_args()]
         if calls[0]["prog"] == "vllm":
-            expected = [*serve, "--host", "0.0.0.0", "--port", "8123"]
+            expected = [*serve, "--host=0.0.0.0", "--port=8123"]
             if argv != expected:
                 problems.append(f"{script.name}: vllm got {argv!r}, expected {expected!r}")
-        elif argv[-len(serve) - 4 : -4] != serve:
+        elif argv[-len(serve) - 2 : -2] != serve:
             problems.append(
                 f"{script.name}: docker got {argv!r}, expected it to end with {serve!r}"
             )

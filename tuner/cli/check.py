@@ -114,6 +114,14 @@ def check_command(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the findings as a JSON array.")
     ] = False,
+    allow_code: Annotated[
+        bool,
+        typer.Option(
+            "--allow-code",
+            help="Accept engine arguments that load or run code (trust-remote-code, "
+            "tool-parser-plugin, ...): only for presets you trust.",
+        ),
+    ] = False,
 ) -> None:
     """Check a config against the rules for its target; exit 1 on errors, 2 on bad input."""
     from tuner.rules import check, has_errors
@@ -126,8 +134,8 @@ def check_command(
         except ValueError as exc:
             raise fail(f"--vllm-version: {exc}") from None
     spec = _gpu(gpu)
-    loaded = _load_preset(preset) if preset else None
-    config = _build_config(loaded, model, set_items or [])
+    loaded = _load_preset(preset, allow_code) if preset else None
+    config = _build_config(loaded, model, set_items or [], allow_code)
     plat = platform.value if platform else (spec.platform if spec else None)
     target, notes = _target(loaded, vllm_version, plat, gpus, vram_gib)
     target = target.with_gpu(spec, gpus=gpus, vram_gib=vram_gib)
@@ -160,22 +168,33 @@ def _gpu(name: str | None) -> GpuSpec | None:
         raise fail(str(exc)) from None
 
 
-def _load_preset(path: str) -> Any:
-    try:
-        from tuner.export.preset import load_preset
-    except ImportError:
-        raise fail("--preset needs tuner.export.preset, which this install lacks") from None
+def _load_preset(path: str, allow_code: bool) -> Any:
+    from tuner.export.catalog import open_preset
     from tuner.export.errors import PresetError
 
     try:
-        return load_preset(path)
+        loaded, note = open_preset(path, allow_code=allow_code)
     except PresetError as exc:
         raise fail(str(exc)) from None
+    if note:
+        typer.echo(f"note: {note}", err=True)
+    return loaded
 
 
-def _build_config(loaded: Any, model: str | None, items: list[str]) -> EngineConfig:
-    from tuner.config import ConfigError, EngineConfig, split_assignment
+def _build_config(
+    loaded: Any, model: str | None, items: list[str], allow_code: bool = False
+) -> EngineConfig:
+    from tuner.config import (
+        ConfigError,
+        EngineConfig,
+        check_engine_key,
+        is_env_key,
+        parse_value,
+        split_assignment,
+    )
+    from tuner.export.engine_policy import ALLOW_CODE_OPTION, code_loading
     from tuner.knobs import parse_assignments
+    from tuner.redact import is_secret_engine_arg
 
     base: EngineConfig = loaded.config if loaded is not None else EngineConfig(model=model or "")
     if model is not None:
@@ -185,8 +204,18 @@ def _build_config(loaded: Any, model: str | None, items: list[str]) -> EngineCon
     try:
         for item in items:
             key, value = split_assignment(item)
-            if key in PASSTHROUGH_ENV:
-                passthrough[key] = value
+            if not is_env_key(key) and is_secret_engine_arg(key):
+                check_engine_key(key)  # refused with where the secret belongs
+            # The same policy as an imported preset (tuner.export.engine_policy),
+            # not "unknown knob": code-loading arguments need --allow-code.
+            code = code_loading(key, parse_value(value))
+            if code and not allow_code:
+                raise fail(
+                    "; ".join(c.message() for c in code)
+                    + f". Pass {ALLOW_CODE_OPTION} if you trust it"
+                )
+            if key in PASSTHROUGH_ENV or code:
+                passthrough[key] = value if key in PASSTHROUGH_ENV else parse_value(value)
             else:
                 knob_items.append(item)
         values = parse_assignments(knob_items)

@@ -55,6 +55,14 @@ def export_command(
             "--allow-env", help="Allow this otherwise refused environment variable (repeatable)."
         ),
     ] = None,
+    allow_code: Annotated[
+        bool,
+        typer.Option(
+            "--allow-code",
+            help="Accept and export engine arguments that load or run code "
+            "(trust-remote-code, tool-parser-plugin, ...): only for presets you trust.",
+        ),
+    ] = False,
 ) -> None:
     """Export a trial or a preset as TOML, launch script, vLLM YAML and docker line."""
     from tuner.export.errors import ExportError, PresetError
@@ -65,11 +73,13 @@ def export_command(
     allowed = tuple(allow_env or ())
     try:
         formats = parse_formats(fmt)
-        source = _from_preset(preset, allowed) if preset else _from_trial(trial or "")
+        source = _from_preset(preset, allowed, allow_code) if preset else _from_trial(trial or "")
     except (PresetError, ExportError) as exc:
         raise _fail(str(exc)) from None
     try:
-        written = export(source, out, formats, force, name=name, allow_env=allowed)
+        written = export(
+            source, out, formats, force, name=name, allow_env=allowed, allow_code=allow_code
+        )
     except ExportError as exc:
         raise _fail(str(exc), 1) from None
     for path in written:
@@ -88,11 +98,13 @@ def export_command(
         )
 
 
-def _from_preset(name_or_path: str, allow_env: tuple[str, ...]) -> Preset:
-    from tuner.export.catalog import find_preset
-    from tuner.export.preset import load_preset
+def _from_preset(name_or_path: str, allow_env: tuple[str, ...], allow_code: bool) -> Preset:
+    from tuner.export.catalog import open_preset
 
-    return load_preset(find_preset(name_or_path), allow_env=allow_env)
+    preset, note = open_preset(name_or_path, allow_env=allow_env, allow_code=allow_code)
+    if note:
+        typer.echo(f"note: {note}", err=True)
+    return preset
 
 
 def _from_trial(trial_id: str) -> Preset:

@@ -25,7 +25,17 @@ PASSTHROUGH_ENV = frozenset({"HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "ROC
 PresetOpt = Annotated[
     str | None,
     typer.Option(
-        "--preset", help="Preset TOML file to start from (its model, env and engine args)."
+        "--preset",
+        help="Preset to start from (its model, env and engine args): a .toml file or the "
+        "name of a shipped/user preset (`tunelab presets list`).",
+    ),
+]
+AllowCodeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-code",
+        help="Accept preset engine arguments that load or run code (trust-remote-code, "
+        "tool-parser-plugin, ...): only for presets you trust.",
     ),
 ]
 SetOpt = Annotated[
@@ -145,7 +155,12 @@ def _no_gpu() -> bool:
 
 
 def make_config(
-    command: str, preset: str | None, model: str | None, set_items: list[str] | None
+    command: str,
+    preset: str | None,
+    model: str | None,
+    set_items: list[str] | None,
+    *,
+    allow_code: bool = False,
 ) -> EngineConfig:
     """The engine config: preset, else the demo config (no GPU) or ``--model``, then the --set values.
 
@@ -157,11 +172,14 @@ def make_config(
 
     base: EngineConfig
     if preset:
+        from tuner.export.catalog import open_preset
         from tuner.export.errors import PresetError
-        from tuner.export.preset import load_preset
 
         try:
-            base = load_preset(preset).config
+            loaded, note = open_preset(preset, allow_code=allow_code)
+            if note:
+                typer.echo(f"note: {note}", err=True)
+            base = loaded.config
             if model:
                 base = EngineConfig(
                     model=resolve_model(model), env=dict(base.env), engine=dict(base.engine)

@@ -226,15 +226,13 @@ def check_command(
 def _preset_target(preset: Preset, version: str | None, platform: str | None) -> Target:
     from tuner.rules import Target
 
-    from tuner.knobs.gpus import from_telemetry_name
-
     tgt = preset.target
     return Target(
         vllm_version=version or tgt.vllm_version,
         platform=platform or tgt.platform,
         gpus=max(1, tgt.gpu_count or 1),
         note="given" if (version or platform) else "preset",
-    ).with_gpu(from_telemetry_name(tgt.gpu_name), gpus=max(1, tgt.gpu_count or 1))
+    )
 
 
 def _analyze(preset: Preset, model_config: str | None) -> tuple[Any, str]:
@@ -260,12 +258,9 @@ def _analyze(preset: Preset, model_config: str | None) -> tuple[Any, str]:
 
 
 def _rules(preset: Preset, model: Any, target: Target) -> list[Finding]:
-    from tuner.rules import WorkloadShape, check
+    from tuner.rules import check
 
-    stored = preset.workload or {}
-    fields = ("input_len", "output_len", "concurrency", "goal")
-    workload = WorkloadShape(**{k: stored.get(k) for k in fields}) if stored else None
-    return check(preset.config, model, target, workload)
+    return check(preset.config, model, target, None)
 
 
 def _installed_differences(

@@ -80,7 +80,10 @@ class EngineSpec:
                 for part in self.command
             ]
         entry = self.entry if self.entry != "auto" else resolve_entry(self.python)
-        tail = [*self.config.engine_args(), "--host", self.host, "--port", str(port)]
+        # Every option is one "--key=value" item (tuner.config.render_flag), so no
+        # value can be read as an option; the model cannot start with "-"
+        # (tuner.config.check_model), so the positional cannot either.
+        tail = [*self.config.engine_args(), f"--host={self.host}", f"--port={port}"]
         if entry == "serve":
             vllm_bin = str(Path(self.python).parent / "vllm")
             return [vllm_bin, "serve", self.config.model, *tail]
@@ -88,8 +91,7 @@ class EngineSpec:
             self.python,
             "-m",
             "vllm.entrypoints.openai.api_server",
-            "--model",
-            self.config.model,
+            f"--model={self.config.model}",
             *tail,
         ]
 

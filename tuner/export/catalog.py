@@ -6,6 +6,7 @@ directory (found next to the ``tuner`` package, or in
 ``TUNELAB_PRESETS_DIR`` points). A user's own presets live in
 ``<data dir>/presets``. A name is looked up among the shipped presets first,
 so ``cpu-demo`` always means the same thing; a path is used as given.
+:func:`open_preset` is the one loader every ``--preset`` goes through.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import tuner
 from tuner import paths
-from tuner.export.errors import PresetError
+from tuner.export.errors import Issue, PresetError
 from tuner.export.preset import Preset, load_preset
 
 
@@ -80,24 +81,58 @@ def list_presets() -> list[PresetEntry]:
     return entries
 
 
-def find_preset(name_or_path: str) -> Path:
+@dataclass(frozen=True)
+class ResolvedPreset:
+    """Which file a ``--preset`` argument means.
+
+    Attributes:
+        path: The preset file.
+        note: A sentence for the user when the choice was ambiguous (a
+            shipped name that is also a file in the current directory), else empty.
+    """
+
+    path: Path
+    note: str = ""
+
+
+def _by_name(name: str) -> Path | None:
+    for directory in (shipped_dir(), user_dir()):
+        for path in _files(directory):
+            if path.stem == name:
+                return path
+    for entry in list_presets():
+        if entry.name == name:
+            return entry.path
+    return None
+
+
+def resolve_preset(name_or_path: str) -> ResolvedPreset:
     """The file of a preset given by name (shipped, then user) or by path.
+
+    A text with a ``/`` or ending in ``.toml`` is a path. A bare name is
+    looked up among the shipped and user presets first, so ``cpu-demo``
+    always means the same thing; when a file of that name is also in the
+    current directory, the note says which was used and how to pick the file.
 
     Raises:
         PresetError: when nothing matches; the message lists the known names.
     """
-    candidate = Path(name_or_path)
-    if candidate.suffix == ".toml" or os.sep in name_or_path or candidate.is_file():
+    candidate = Path(name_or_path).expanduser()
+    if candidate.suffix == ".toml" or os.sep in name_or_path or name_or_path.startswith("."):
         if candidate.is_file():
-            return candidate
+            return ResolvedPreset(candidate)
         raise PresetError(str(candidate), [_missing(f"no preset file at {candidate}")])
-    for directory in (shipped_dir(), user_dir()):
-        for path in _files(directory):
-            if path.stem == name_or_path:
-                return path
-    for entry in list_presets():
-        if entry.name == name_or_path:
-            return entry.path
+    named = _by_name(name_or_path)
+    if named is not None:
+        note = ""
+        if candidate.is_file():
+            note = (
+                f"using the preset named {name_or_path!r} ({named}), not the file "
+                f"{name_or_path!r} in the current directory; write ./{name_or_path} for that file"
+            )
+        return ResolvedPreset(named, note)
+    if candidate.is_file():
+        return ResolvedPreset(candidate)
     names = sorted({e.name for e in list_presets()})
     known = ", ".join(names) if names else "none found"
     raise PresetError(
@@ -105,7 +140,31 @@ def find_preset(name_or_path: str) -> Path:
     )
 
 
-def _missing(message: str):  # -> Issue (kept local to avoid a wide import)
-    from tuner.export.errors import Issue
+def find_preset(name_or_path: str) -> Path:
+    """The file of a preset given by name or path (see :func:`resolve_preset`)."""
+    return resolve_preset(name_or_path).path
 
+
+def open_preset(
+    name_or_path: str,
+    *,
+    allow_env: tuple[str, ...] | frozenset[str] = (),
+    allow_code: bool = False,
+    resolve: bool = True,
+) -> tuple[Preset, str]:
+    """Resolves a ``--preset`` argument (name or path) and loads it: what every command calls.
+
+    Returns:
+        The preset and the resolution note (empty unless a name was ambiguous).
+
+    Raises:
+        PresetError: unknown name, unreadable file, any schema problem, or a
+            code-loading engine argument without ``allow_code``.
+    """
+    found = resolve_preset(name_or_path)
+    preset = load_preset(found.path, allow_env=allow_env, allow_code=allow_code, resolve=resolve)
+    return preset, found.note
+
+
+def _missing(message: str) -> Issue:
     return Issue("", message, "run `tunelab presets list`, or give a path to a .toml file")

@@ -15,13 +15,46 @@ caller's environment and they are never written into the file.
 
 from __future__ import annotations
 
+import re
+
 from tuner.config import EngineConfig
 from tuner.export.env_policy import split_secrets
 from tuner.export.quoting import comment_text, shell_quote
-from tuner.export.script import SHELLCHECK_DIRECTIVE
+from tuner.export.script import SHELLCHECK_DIRECTIVE, arg_word
 
 ROCM_IMAGE = "rocm/vllm:latest"
 CUDA_IMAGE = "vllm/vllm-openai:latest"
+# vLLM's own release images are tagged v<version> (vllm/vllm-openai:v0.11.0,
+# the tags docs.vllm.ai's "Using Docker" page pulls). AMD's rocm/vllm tags
+# name the ROCm release and a build date as well
+# (rocm/vllm:rocm6.4.1_vllm_0.10.1_20250909), so the tag cannot be derived
+# from the vLLM version alone; the reference docs only name rolling tags
+# (rocm/vllm:instinct_main in 004_c4561cd56ddb4be5.txt §2. Launching the
+# Container, rocm/vllm-dev:main in 003_383fc7ac89897e18.txt).
+CUDA_IMAGE_PINNED = "vllm/vllm-openai:v{version}"
+_RELEASE_RE = re.compile(r"\d+\.\d+\.\d+\Z")
+
+
+def pick_image(platform: str | None, vllm_version: str | None) -> tuple[str, str]:
+    """The default image for a target and one comment line saying whether it is pinned.
+
+    Returns:
+        ``(image, note)``: a tag of the benchmarked vLLM release where one is
+        known, else the rolling tag with a note saying that it is not pinned.
+    """
+    release = vllm_version if vllm_version and _RELEASE_RE.match(vllm_version) else None
+    if platform == "cuda":
+        if release:
+            image = CUDA_IMAGE_PINNED.format(version=release)
+            return image, f"# Image pinned to the benchmarked vLLM {release}."
+        what = f"vLLM {comment_text(vllm_version, 40)}" if vllm_version else "an unknown vLLM"
+        return CUDA_IMAGE, f"# Not pinned: no release image is known for {what}; set IMAGE."
+    what = f"vLLM {comment_text(vllm_version, 40)}" if vllm_version else "the benchmarked vLLM"
+    return ROCM_IMAGE, (
+        f"# Not pinned: rocm/vllm tags name the ROCm release and build date, so no tag is "
+        f"known for {what}; set IMAGE to one built with it."
+    )
+
 
 # 004_c4561cd56ddb4be5.txt §2. Launching the Container.
 ROCM_OPTIONS = (
@@ -38,7 +71,12 @@ ROCM_OPTIONS = (
 CUDA_OPTIONS = ("--network=host", "--gpus all", "--ipc=host", "--shm-size 16G")
 
 
-def render_docker(config: EngineConfig, header: list[str], platform: str | None) -> str:
+def render_docker(
+    config: EngineConfig,
+    header: list[str],
+    platform: str | None,
+    vllm_version: str | None = None,
+) -> str:
     """A bash script holding one ``docker run`` command for ``config``.
 
     Args:
@@ -46,11 +84,12 @@ def render_docker(config: EngineConfig, header: list[str], platform: str | None)
         header: Comment lines from :func:`tuner.export.script.header_lines`.
         platform: The preset's target platform; ``"cuda"`` selects the CUDA
             image and ``--gpus all``, anything else the ROCm image.
+        vllm_version: The benchmarked vLLM; pins the image where a tag is known.
     """
     env, _secrets = split_secrets(config.env_vars())
     model, *args = config.serve_args()
     cuda = platform == "cuda"
-    image = CUDA_IMAGE if cuda else ROCM_IMAGE
+    image, image_note = pick_image(platform, vllm_version)
     options = CUDA_OPTIONS if cuda else ROCM_OPTIONS
     out = ["#!/usr/bin/env bash", SHELLCHECK_DIRECTIVE, *header]
     if platform == "cpu":
@@ -60,6 +99,7 @@ def render_docker(config: EngineConfig, header: list[str], platform: str | None)
     out += [
         f"# Runs the config in the {'CUDA' if cuda else 'ROCm'} vLLM image; IMAGE, PORT and",
         "# HF_CACHE override the defaults. Extra arguments go to `vllm serve`.",
+        image_note,
         "# HF_TOKEN is passed through by name from your environment, never written here.",
         "set -euo pipefail",
         "",
@@ -77,16 +117,8 @@ def render_docker(config: EngineConfig, header: list[str], platform: str | None)
     out += [f"  -e {shell_quote(f'{name}={value}')} \\" for name, value in env.items()]
     out.append('  "$IMAGE" \\')
     out.append(f"  vllm serve {shell_quote(model)} \\")
-    line: list[str] = []
-    for item in args:
-        if item.startswith("--") and all(c.isalnum() or c == "-" for c in item[2:]) and line:
-            out.append(f"  {' '.join(line)} \\")
-            line = []
-        plain = item.startswith("--") and all(c.isalnum() or c == "-" for c in item[2:])
-        line.append(item if plain else shell_quote(item))
-    if line:
-        out.append(f"  {' '.join(line)} \\")
-    out.append('  --host 0.0.0.0 --port "$PORT" "$@"')
+    out += [f"  {arg_word(item)} \\" for item in args]
+    out.append('  --host=0.0.0.0 --port="$PORT" "$@"')
     return "\n".join(out) + "\n"
 
 

@@ -18,7 +18,16 @@ import json
 from types import ModuleType
 from typing import Any
 
-from tuner.config import ENGINE_KEY_RE, ENV_KEY_RE, RESERVED_ENGINE_KEYS, ConfigError, env_string
+from tuner.config import (
+    ENGINE_KEY_RE,
+    ENV_KEY_RE,
+    RESERVED_ENGINE_KEYS,
+    ConfigError,
+    check_engine_key,
+    env_string,
+    expansions,
+)
+from tuner.export.engine_policy import ALLOW_CODE_OPTION, code_loading
 from tuner.export.env_policy import check_env_name
 from tuner.export.errors import IssueCollector, describe
 
@@ -80,8 +89,13 @@ def check_env_table(table: Any, out: IssueCollector, allow_env: frozenset[str]) 
     return env
 
 
-def check_engine_table(table: Any, out: IssueCollector) -> dict[str, Any]:
+def check_engine_table(table: Any, out: IssueCollector, allow_code: bool = False) -> dict[str, Any]:
     """Checks ``[engine]``: keys against the catalogue, values against each knob's type.
+
+    Arguments that load or run code (:mod:`tuner.export.engine_policy`) are
+    errors unless ``allow_code`` (the user's ``--allow-code``); then each is
+    still named in a warning. Secret-bearing arguments and abbreviations of
+    vLLM's flags are always errors.
 
     Returns:
         The typed engine arguments; bad entries are left out and reported to ``out``.
@@ -115,6 +129,23 @@ def check_engine_table(table: Any, out: IssueCollector) -> dict[str, Any]:
                 path, f"{key} cannot be a date or time", "write a number, string, boolean or table"
             )
             continue
+        try:
+            check_engine_key(key)
+        except ConfigError as exc:
+            full = expansions(key)
+            fix = f"did you mean {full[0]}? write the full name" if full else "remove it"
+            out.error(path, str(exc), fix)
+            continue
+        code = code_loading(key, _json_value(value))
+        if code and not allow_code:
+            for item in code:
+                out.error(("engine", *item.key.split(".")), item.message(), item.fix())
+            continue
+        for item in code:
+            out.warn(
+                ("engine", *item.key.split(".")),
+                f"{item.message()}; allowed by {ALLOW_CODE_OPTION}",
+            )
         if knobs is None:
             engine[key] = value
             continue
@@ -211,6 +242,16 @@ def _typed_engine_value(
     if kind == "str":
         return value  # keep the exact text (coerce strips whitespace)
     return typed
+
+
+def _json_value(value: Any) -> Any:
+    """A JSON-object string as the object (so nested keys are checked), else ``value``."""
+    if isinstance(value, str) and value.lstrip().startswith(("{", "[")):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
 
 
 def _text(value: Any) -> str:

@@ -274,6 +274,7 @@ def loads_preset(
     source: str = "<preset>",
     allow_env: tuple[str, ...] | frozenset[str] = (),
     resolve: bool = True,
+    allow_code: bool = False,
 ) -> Preset:
     """Parses and validates preset TOML text.
 
@@ -283,13 +284,15 @@ def loads_preset(
         allow_env: Variable names the user explicitly allowed (``--allow-env``).
         resolve: Resolve ``tunelab:demo`` to the demo model's directory
             (builds it if missing); False keeps the placeholder as the model.
+        allow_code: Accept engine arguments that load or run code (the user's
+            ``--allow-code``); without it each one is an error naming it.
 
     Raises:
         PresetError: with every schema problem, each naming its key and line.
     """
     from tuner.export.validate import validate_text
 
-    result = validate_text(text, source=source, allow_env=allow_env)
+    result = validate_text(text, source=source, allow_env=allow_env, allow_code=allow_code)
     if result.preset is None:
         raise PresetError(source, result.errors)
     preset = result.preset
@@ -345,6 +348,7 @@ def load_preset(
     *,
     allow_env: tuple[str, ...] | frozenset[str] = (),
     resolve: bool = True,
+    allow_code: bool = False,
 ) -> Preset:
     """Reads a preset file (at most 1 MiB of UTF-8 TOML) and validates it.
 
@@ -353,7 +357,9 @@ def load_preset(
             schema problem.
     """
     text = read_preset_text(path)
-    return loads_preset(text, source=str(path), allow_env=allow_env, resolve=resolve)
+    return loads_preset(
+        text, source=str(path), allow_env=allow_env, resolve=resolve, allow_code=allow_code
+    )
 
 
 def _with_line(issue: Issue, lines: dict[tuple[str, ...], int]) -> Issue:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from tuner.config import EngineConfig
 from tuner.export.docker import render_docker, target_summary
+from tuner.export.engine_policy import ALLOW_CODE_OPTION, code_loading_args
 from tuner.export.env_policy import split_secrets
 from tuner.export.errors import ExportError, PresetError
 from tuner.export.files import atomic_write
@@ -80,8 +81,12 @@ def render_texts(
     formats: Iterable[str],
     *,
     allow_env: Iterable[str] = (),
+    allow_code: bool = False,
 ) -> dict[str, str]:
     """Renders each format's text for ``preset`` (nothing written).
+
+    Arguments that load or run code are never exported silently: without
+    ``allow_code`` they stop the export, each one named.
 
     Raises:
         ExportError: when the preset cannot be exported faithfully (a value
@@ -89,6 +94,13 @@ def render_texts(
             TOML that would not read back as the same config).
     """
     config = preset.config
+    code = code_loading_args(config.engine)
+    if code and not allow_code:
+        names = "; ".join(c.message() for c in code)
+        raise ExportError(
+            f"{preset.name}: refusing to export engine arguments that load code ({names}); "
+            f"pass {ALLOW_CODE_OPTION} if you trust them and want them in the exported files"
+        )
     header = header_lines(
         preset_name=preset.name,
         description=preset.description,
@@ -112,7 +124,9 @@ def render_texts(
             elif fmt == "yaml":
                 texts[fmt] = render_yaml(config, header)
             else:
-                texts[fmt] = render_docker(config, header, preset.target.platform)
+                texts[fmt] = render_docker(
+                    config, header, preset.target.platform, preset.target.vllm_version
+                )
     except PresetError as exc:
         raise ExportError(str(exc)) from None
     except QuotingError as exc:
@@ -123,8 +137,13 @@ def render_texts(
 def _checked_toml(preset: Preset, allow_env: Iterable[str]) -> str:
     """The TOML text, verified to load back as the same config."""
     text = dump_preset(preset)
+    # Code-loading arguments were refused (or explicitly allowed) above.
     loaded = loads_preset(
-        text, source=f"{preset.name}.toml", allow_env=tuple(allow_env), resolve=False
+        text,
+        source=f"{preset.name}.toml",
+        allow_env=tuple(allow_env),
+        resolve=False,
+        allow_code=True,
     )
     expected = EngineConfig(
         model=model_placeholder(preset.config.model),
@@ -150,6 +169,7 @@ def export(
     *,
     name: str | None = None,
     allow_env: Iterable[str] = (),
+    allow_code: bool = False,
 ) -> list[Path]:
     """Writes ``source`` in each format into ``out_dir``; returns the paths written.
 
@@ -160,6 +180,7 @@ def export(
         force: Overwrite existing files.
         name: File base name (default: the preset's name).
         allow_env: Environment variable names the user explicitly allowed.
+        allow_code: Export engine arguments that load code (``--allow-code``).
 
     Raises:
         ExportError: nothing is left half-written; files created by this call
@@ -167,7 +188,7 @@ def export(
     """
     preset = as_preset(source, name)
     base = safe_name(name or preset.name)
-    texts = render_texts(preset, formats, allow_env=allow_env)
+    texts = render_texts(preset, formats, allow_env=allow_env, allow_code=allow_code)
     directory = Path(out_dir)
     try:
         directory.mkdir(parents=True, exist_ok=True)

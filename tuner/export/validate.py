@@ -80,7 +80,11 @@ class ValidationResult:
 
 
 def validate_text(
-    text: str, *, source: str = "<preset>", allow_env: Iterable[str] = ()
+    text: str,
+    *,
+    source: str = "<preset>",
+    allow_env: Iterable[str] = (),
+    allow_code: bool = False,
 ) -> ValidationResult:
     """Validates preset TOML text and builds the :class:`Preset` when it is valid.
 
@@ -90,6 +94,7 @@ def validate_text(
         text: The TOML document.
         source: File name for messages.
         allow_env: Variable names explicitly allowed by the user.
+        allow_code: Accept engine arguments that load or run code (``--allow-code``).
     """
     del source  # messages are formatted by the caller with the file name
     if "\x00" in text:
@@ -137,7 +142,7 @@ def validate_text(
     # Tables that are not tables were reported; check the rest all the same
     # so the user sees every problem in one go.
     doc = {k: v for k, v in doc.items() if k in TABLES and isinstance(v, dict)}
-    preset = _build(doc, out, frozenset(allow_env))
+    preset = _build(doc, out, frozenset(allow_env), allow_code)
     if out.errors:
         return ValidationResult(None, out.errors, out.warnings, lines)
     return ValidationResult(preset, [], out.warnings, lines)
@@ -222,14 +227,16 @@ def _fields(
     return good
 
 
-def _build(doc: dict[str, Any], out: IssueCollector, allow_env: frozenset[str]) -> Preset | None:
+def _build(
+    doc: dict[str, Any], out: IssueCollector, allow_env: frozenset[str], allow_code: bool
+) -> Preset | None:
     head = _fields(doc.get("preset", {}), _PRESET_FIELDS, "preset", out, doc)
     tgt = _fields(doc.get("target", {}), _TARGET_FIELDS, "target", out, doc)
     prov = _fields(doc.get("provenance", {}), _PROVENANCE_FIELDS, "provenance", out, ())
     _check_head(head, out)
     _check_target(tgt, out)
     env = check_env_table(doc.get("env", {}), out, allow_env)
-    engine = check_engine_table(doc.get("engine", {}), out)
+    engine = check_engine_table(doc.get("engine", {}), out, allow_code)
     sources = prov.get("sources", [])
     if isinstance(sources, str):
         sources = [sources]

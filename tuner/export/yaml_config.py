@@ -9,6 +9,12 @@ takes them. Values are chosen so that vLLM rebuilds the same argv as
 would become several arguments) and ``cudagraph-mode`` is folded into the
 ``compilation-config`` mapping, as the engine does. YAML has no place for the
 environment, so the variables are listed in a comment as ``export`` lines.
+
+vLLM turns a YAML ``key: value`` into two argv words, ``--key`` and ``value``
+(``load_config_file``), so a string value starting with ``-`` would be read
+as an option there (``served-model-name: --trust-remote-code``); such a
+config is refused for this format (the launch script carries it safely as
+``--key='value'``).
 """
 
 from __future__ import annotations
@@ -20,21 +26,28 @@ import yaml
 
 from tuner.config import COMPILATION_FIELDS, EngineConfig
 from tuner.export.env_policy import split_secrets
-from tuner.export.quoting import ansi_c_quote
+from tuner.export.quoting import QuotingError, ansi_c_quote
 
 
 def config_mapping(config: EngineConfig) -> dict[str, Any]:
     """The ``--config`` mapping: ``model`` first, then the engine arguments in argv order."""
     mapping: dict[str, Any] = {"model": config.model}
     compilation: dict[str, Any] | None = None
-    args = config.engine_args()
-    if "--compilation-config" in args:
-        # The engine's own merged form (cudagraph-mode folded in).
-        compilation = json.loads(args[args.index("--compilation-config") + 1])
+    prefix = "--compilation-config="
+    for item in config.engine_args():
+        if item.startswith(prefix):
+            # The engine's own merged form (cudagraph-mode folded in).
+            compilation = json.loads(item[len(prefix) :])
     for key in sorted(config.engine):
         if key == "compilation-config" or key in COMPILATION_FIELDS:
             continue
         value = config.engine[key]
+        if isinstance(value, str) and value.startswith("-"):
+            raise QuotingError(
+                f"{key} = {value[:40]!r} starts with '-': vLLM's --config YAML passes it as a "
+                "separate word, which would be read as an option; export the launch script "
+                "(--format sh) instead of YAML"
+            )
         if isinstance(value, list):
             mapping[key] = json.dumps(value, sort_keys=True, separators=(",", ":"))
         elif isinstance(value, dict):

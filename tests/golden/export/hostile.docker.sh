@@ -8,6 +8,7 @@
 # Target: vLLM 0.12.0 on rocm, 1 x AMD Instinct MI300X
 # Runs the config in the ROCm vLLM image; IMAGE, PORT and
 # HF_CACHE override the defaults. Extra arguments go to `vllm serve`.
+# Not pinned: rocm/vllm tags name the ROCm release and build date, so no tag is known for vLLM 0.12.0; set IMAGE to one built with it.
 # HF_TOKEN is passed through by name from your environment, never written here.
 set -euo pipefail
 
@@ -37,8 +38,8 @@ line2 $HOME `id` \ "q"' \
   vllm serve '/models/it'\''s a "model" $(touch PWNED) `touch PWNED`
 rm -rf ~ ; é🚀' \
   --no-enable-prefix-caching \
-  --gpu-memory-utilization '0.9' \
-  --max-num-batched-tokens '32768' \
-  --served-model-name 'name with spaces & $(touch PWNED)' \
-  --compilation-config '{"cudagraph_mode":"FULL","level":3,"note":"it'\''s \"quoted\"\n$(x)"}' \
-  --host 0.0.0.0 --port "$PORT" "$@"
+  --gpu-memory-utilization='0.9' \
+  --max-num-batched-tokens='32768' \
+  --served-model-name='name with spaces & $(touch PWNED)' \
+  --compilation-config='{"cudagraph_mode":"FULL","level":3,"note":"it'\''s \"quoted\"\n$(x)"}' \
+  --host=0.0.0.0 --port="$PORT" "$@"

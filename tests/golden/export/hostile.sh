@@ -29,7 +29,7 @@ PORT="${PORT:-8000}"
 
 case "${VLLM_ENTRY:-serve}" in
   serve) launcher=("${VLLM_BIN:-vllm}" serve "$MODEL") ;;
-  module) launcher=("${PYTHON:-python3}" -m vllm.entrypoints.openai.api_server --model "$MODEL") ;;
+  module) launcher=("${PYTHON:-python3}" -m vllm.entrypoints.openai.api_server --model="$MODEL") ;;
   *)
     echo "VLLM_ENTRY must be 'serve' or 'module', not '${VLLM_ENTRY}'" >&2
     exit 2
@@ -38,8 +38,8 @@ esac
 
 exec "${launcher[@]}" \
   --no-enable-prefix-caching \
-  --gpu-memory-utilization '0.9' \
-  --max-num-batched-tokens '32768' \
-  --served-model-name 'name with spaces & $(touch PWNED)' \
-  --compilation-config '{"cudagraph_mode":"FULL","level":3,"note":"it'\''s \"quoted\"\n$(x)"}' \
-  --host "$HOST" --port "$PORT" "$@"
+  --gpu-memory-utilization='0.9' \
+  --max-num-batched-tokens='32768' \
+  --served-model-name='name with spaces & $(touch PWNED)' \
+  --compilation-config='{"cudagraph_mode":"FULL","level":3,"note":"it'\''s \"quoted\"\n$(x)"}' \
+  --host="$HOST" --port="$PORT" "$@"
