@@ -63,7 +63,7 @@ class TunelabApp(KeyActions, App[None]):
                 session=self.session,
                 notify=self.notify,
                 post=lambda message: self.main.post_message(message),
-                begin=lambda title: self.main.run_panel.begin(title),
+                begin=lambda title, plan, kind: self.main.run_panel.begin(title, plan, kind),
                 engine_state=lambda state: self.main.set_engine_state(state),
                 run_worker=self.run_worker,
                 options=self.run_options,

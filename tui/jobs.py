@@ -28,6 +28,7 @@ from tui.session import Session
 from tuner.lab import run as lab_run
 from tuner.lab.study import Study
 from tuner.rules import Severity
+from tuner.studies.ab import schedule
 from tuner.studies.space import SpaceError
 from tuner.trials.events import TrialEvent
 from tuner.trials.model import Trial
@@ -44,7 +45,7 @@ class JobHost:
         session: The state the jobs read (config, workload, findings, study).
         notify: Shows a toast (``App.notify``).
         post: Posts a message to the main screen.
-        begin: A job starts: show its title (the run panel).
+        begin: A job starts: show its title, its launch plan and kind (the run panel).
         engine_state: Sets the header's engine state (idle, stopping, ...).
         run_worker: Starts a coroutine as a Textual worker (``App.run_worker``).
         options: The run options of the next trial (sampler and target may change).
@@ -53,7 +54,7 @@ class JobHost:
     session: Session
     notify: Callable[..., object]
     post: Callable[[Message], object]
-    begin: Callable[[str], object]
+    begin: Callable[[str, tuple[str, ...], JobKind], object]
     engine_state: Callable[[str], object]
     run_worker: Callable[..., Worker[None]]
     options: Callable[[], lab_run.RunOptions]
@@ -67,6 +68,7 @@ class Job:
     kind: JobKind
     title: str
     make: Callable[[Emit], Awaitable[JobResult]]
+    plan: tuple[str, ...] = ()  # one label per engine launch (A/B arms, sweep points)
 
 
 class Jobs:
@@ -165,7 +167,8 @@ class Jobs:
             return report
 
         title = f"A/B vs {baseline.trial.short_id} ×{lab_run.AB_REPEATS}"
-        return self._enqueue(JobKind.AB, title, make)
+        plan = tuple(f"{arm}{rep + 1}" for arm, rep in schedule(lab_run.AB_REPEATS))
+        return self._enqueue(JobKind.AB, title, make, plan)
 
     def submit_sweep(self, spec: str) -> Job | None:
         """Queue a sweep from ``KEY=V1,V2,...`` (the sweep dialog's text)."""
@@ -190,14 +193,19 @@ class Jobs:
                 on_trial=self._record,
             )
 
-        return self._enqueue(JobKind.SWEEP, f"sweep {spec}", make)
+        plan = tuple(f"{param.key}={value}" for value in param.choices)
+        return self._enqueue(JobKind.SWEEP, f"sweep {spec}", make, plan)
 
     # -- running ------------------------------------------------------------------
 
     def _enqueue(
-        self, kind: JobKind, title: str, make: Callable[[Emit], Awaitable[JobResult]]
+        self,
+        kind: JobKind,
+        title: str,
+        make: Callable[[Emit], Awaitable[JobResult]],
+        plan: tuple[str, ...] = (),
     ) -> Job:
-        job = Job(next(self._ids), kind, title, make)
+        job = Job(next(self._ids), kind, title, make, plan)
         self.queue.append(job)
         if self.current is None:
             self._start_next()
@@ -211,7 +219,7 @@ class Jobs:
             self.host.engine_state("idle")
             return
         job = self.current = self.queue.popleft()
-        self.host.begin(job.title)
+        self.host.begin(job.title, job.plan, job.kind)
         self.worker = self.host.run_worker(
             self._run(job), name=f"job-{job.id}", group="jobs", exit_on_error=False
         )
