@@ -7,6 +7,7 @@ import io
 import itertools
 import json
 import math
+import os
 import sqlite3
 import subprocess
 import sys
@@ -188,7 +189,12 @@ def _dead_process() -> tuple[int, float]:
 def test_recover_marks_orphans_interrupted_and_kills_their_engine(tmp_path: Path) -> None:
     store = TrialStore(tmp_path / "t.db")
     # An "engine" left behind: a real process tree in its own session (sleep under a shell).
-    engine = subprocess.Popen(["sh", "-c", "sleep 300 & wait"], start_new_session=True)
+    # Its environment carries the token the runner gives each engine (recovery's proof).
+    engine = subprocess.Popen(
+        ["sh", "-c", "sleep 300 & wait"],
+        start_new_session=True,
+        env={**os.environ, "TUNELAB_ENGINE_TOKEN": "t" * 32},
+    )
     time.sleep(0.2)
     tree = {engine.pid} | {c.pid for c in psutil.Process(engine.pid).children(recursive=True)}
     assert len(tree) == 2
@@ -203,6 +209,7 @@ def test_recover_marks_orphans_interrupted_and_kills_their_engine(tmp_path: Path
         owner_created=dead_created,
         engine_pid=engine.pid,
         engine_created=psutil.Process(engine.pid).create_time(),
+        engine_token="t" * 32,
     )
     starting = make_trial()
     store.add(starting)

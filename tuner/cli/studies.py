@@ -478,7 +478,7 @@ def winner_command(
         raise opt.usage_error(
             "winner", "--slo here takes METRIC<=VALUE bounds (e.g. p99_ttft_ms<=500)"
         )
-    with opt.open_store("winner", store_path) as store:
+    with opt.open_store("winner", store_path, recover=False) as store:
         if study is None:
             studies = store.studies()
             if not studies:

@@ -101,6 +101,34 @@ def tree(root_pid: int, pgid: int | None = None) -> set[ProcRef]:
     return found
 
 
+# The variable the trial runner puts into each engine's environment: a random
+# token, also stored in the trial's row, that proves a process is an engine
+# this tunelab started (issue 19: a handed-over store must not kill anything).
+TOKEN_ENV = "TUNELAB_ENGINE_TOKEN"
+
+
+def proven_engine(pid: int | None, created: float | None, token: str | None) -> bool:
+    """Whether ``pid`` is provably the engine a trial row names.
+
+    All three must hold: the pid runs, its create time equals the recorded one
+    (so a reused pid fails), and its environment carries ``token`` under
+    :data:`TOKEN_ENV` (so a pid and create time copied from another machine's
+    or a forged store fail). Anything unreadable (another user's process,
+    AccessDenied, no /proc) counts as not proven: recovery then leaves it alone.
+    """
+    if not pid or created is None or not token:
+        return False
+    try:
+        proc = psutil.Process(pid)
+        if abs(proc.create_time() - created) > 0.01:
+            return False
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return proc.environ().get(TOKEN_ENV) == token
+    except (psutil.Error, OSError):
+        return False
+
+
 def alive(refs: set[ProcRef]) -> set[ProcRef]:
     return {r for r in refs if r.alive()}
 

@@ -128,6 +128,9 @@ class Trial:
             from which the tuner's own overhead is computed.
         engine_pid, engine_created: The engine root process while it runs
             (pid + create time, so recovery never kills a reused pid).
+        engine_token: The random token put into the engine's environment
+            (``TUNELAB_ENGINE_TOKEN``): recovery kills a leftover engine only
+            when pid, create time and this token all match (issue 19).
         owner_pid, owner_created: The tunelab process running the trial.
         effective: What vLLM really ran, read from its start-up log, with the
             knobs that differ from the request (``EffectiveConfig.to_dict()``
@@ -163,6 +166,7 @@ class Trial:
     timings: dict[str, float] = field(default_factory=dict)
     engine_pid: int | None = None
     engine_created: float | None = None
+    engine_token: str | None = None
     owner_pid: int | None = None
     owner_created: float | None = None
     effective: dict[str, Any] | None = None

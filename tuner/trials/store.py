@@ -27,11 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from tuner.trials.model import Trial, TrialStatus
 
 # 2: the study_settings table (a study's chosen baseline; tuner.lab.study).
 # 3: the ``effective`` column (requested vs effective config, tuner.engine.effective).
-SCHEMA_VERSION = 3
+# 4: the ``engine_token`` column (recovery's proof that it started the engine, issue 19).
+SCHEMA_VERSION = 4
 DB_NAME = "tunelab.db"
 BUSY_TIMEOUT_S = 30.0
 
@@ -69,6 +72,7 @@ SCALAR_FIELDS = (
     "repeat",
     "engine_pid",
     "engine_created",
+    "engine_token",
     "owner_pid",
     "owner_created",
 )
@@ -236,11 +240,12 @@ class TrialStore:
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     conn.execute(statement)
-            # An older store's trials table lacks the columns added since (version 3: effective).
+            # An older store's trials table lacks the columns added since
+            # (version 3: effective; version 4: engine_token).
             have = {row[1] for row in conn.execute("PRAGMA table_info(trials)")}
-            for name in JSON_FIELDS:
+            for name in (*SCALAR_FIELDS, *JSON_FIELDS):
                 if name not in have:
-                    conn.execute(f"ALTER TABLE trials ADD COLUMN {name} TEXT")
+                    conn.execute(f"ALTER TABLE trials ADD COLUMN {name} {_TYPES.get(name, 'TEXT')}")
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     # -- rows --------------------------------------------------------------------
@@ -324,6 +329,7 @@ class TrialStore:
             trial.finished_at = time.time()
         if status.final:
             trial.engine_pid = trial.engine_created = None
+            trial.engine_token = None
         self.save(trial)
         return trial
 
@@ -428,9 +434,7 @@ class TrialStore:
         """Keeps ``value`` for ``study`` across sessions (None removes it)."""
         with self._write() as conn:
             if value is None:
-                conn.execute(
-                    "DELETE FROM study_settings WHERE study = ? AND key = ?", (study, key)
-                )
+                conn.execute("DELETE FROM study_settings WHERE study = ? AND key = ?", (study, key))
             else:
                 conn.execute(
                     "INSERT INTO study_settings (study, key, value, updated_at) VALUES (?, ?, ?, ?) "
@@ -459,27 +463,24 @@ class TrialStore:
         A trial counts as orphaned when the tunelab process that ran it (pid +
         create time in the row) is gone; trials of live tunelab processes —
         this one or another sharing the store — are left alone. If the
-        orphan's engine tree is still alive (its reaper should have ended it,
-        but may itself have been killed), it is killed here.
+        orphan's engine is still alive (its reaper should have ended it, but
+        may itself have been killed), its tree is killed here — but only when
+        the row PROVES tunelab started it: pid, create time and the random
+        token the runner put into the engine's environment must all match
+        (:func:`tuner.engine.proctree.proven_engine`). A store handed over from
+        elsewhere, or a forged row, therefore cannot make recovery kill an
+        unrelated process (issue 19). Only commands that go on to run trials
+        call this; read-only commands never do (``open_store(recover=False)``).
 
         Returns:
             The trials marked interrupted.
         """
-        from tuner.engine import proctree
-
         recovered: list[Trial] = []
         for trial in self.list():
             if not trial.status.active or _process_alive(trial.owner_pid, trial.owner_created):
                 continue
             stage = str(trial.status)
-            engine_note = ""
-            if trial.engine_pid and _process_alive(trial.engine_pid, trial.engine_created):
-                left = proctree.kill_tree(trial.engine_pid, graceful=0.0, term=2.0)
-                engine_note = (
-                    f"; its engine (pid {trial.engine_pid}) was still running and was killed"
-                    if not left
-                    else f"; its engine (pid {trial.engine_pid}) could not be killed: {sorted(r.pid for r in left)}"
-                )
+            engine_note = self._reap_engine(trial)
             # Re-read under the write lock: another process may have recovered it first.
             with self._write() as conn:
                 row = conn.execute("SELECT status FROM trials WHERE id = ?", (trial.id,)).fetchone()
@@ -491,6 +492,7 @@ class TrialStore:
                 )
                 trial.finished_at = trial.finished_at or time.time()
                 trial.engine_pid = trial.engine_created = None
+                trial.engine_token = None
                 values = self._row_values(trial)
                 sets = ", ".join(f"{k} = ?" for k in values if k != "id")
                 conn.execute(
@@ -500,13 +502,31 @@ class TrialStore:
             recovered.append(trial)
         return recovered
 
+    @staticmethod
+    def _reap_engine(trial: Trial) -> str:
+        """Kills an orphan's engine tree if (and only if) it is provably tunelab's; a note."""
+        # Deferred for start-up time: tuner.engine's package imports the server
+        # (HTTP clients), which read-only commands never need.
+        from tuner.engine import proctree
+
+        pid = trial.engine_pid
+        if not pid or not _process_alive(pid, trial.engine_created):
+            return ""
+        if not proctree.proven_engine(pid, trial.engine_created, trial.engine_token):
+            return (
+                f"; pid {pid} named as its engine is running but is not provably an engine "
+                "this tunelab started (no matching create time and token), so it was left alone"
+            )
+        left = proctree.kill_tree(pid, graceful=0.0, term=2.0)
+        if not left:
+            return f"; its engine (pid {pid}) was still running and was killed"
+        return f"; its engine (pid {pid}) could not be killed: {sorted(r.pid for r in left)}"
+
 
 def _process_alive(pid: int | None, created: float | None) -> bool:
     """Whether ``pid`` still runs and is the same process (create time matches)."""
     if not pid:
         return False
-    import psutil
-
     try:
         proc = psutil.Process(pid)
         if created is not None and abs(proc.create_time() - created) > 0.01:
@@ -518,7 +538,5 @@ def _process_alive(pid: int | None, created: float | None) -> bool:
 
 def this_process() -> tuple[int, float]:
     """(pid, create time) of the running tunelab process, for the owner columns."""
-    import psutil
-
     pid = os.getpid()
     return pid, psutil.Process(pid).create_time()
