@@ -256,3 +256,46 @@ def test_output_never_follows_a_planted_tmp_symlink(tmp_path: Path) -> None:
     assert victim.read_text() == "keep me"
     assert json.loads(out_file.read_text())["completed"] == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["res.json", "res.json.tmp", "victim.txt"]
+
+
+# ---- secrets -------------------------------------------------------------------------
+
+CANARY = "CanaryPw7731"
+
+
+def _files_with(root: Path, needle: bytes) -> list[str]:
+    hits = []
+    for path in root.rglob("*"):
+        if path.is_file() and not path.is_symlink() and needle in path.read_bytes():
+            hits.append(str(path))
+    return hits
+
+
+def test_url_password_and_api_key_never_reach_what_tunelab_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A canary password in the URL and a canary key in an env var: used, never written."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("TUNELAB_HOME", str(home))
+    monkeypatch.setenv("BENCH_KEY", CANARY + "key")
+    monkeypatch.chdir(tmp_path)
+    out_file = tmp_path / "out" / "res.json"
+    with bad_server() as srv:
+        url = srv.url.replace("http://", f"http://alice:{CANARY}@") + "/?api_key=" + CANARY
+        code, out = cli("--url", url, "--num-prompts", "2", "--output-len", "4",
+                        "--output", str(out_file), "--json", "--detailed")  # fmt: skip
+        assert code == 0, out
+        code2, out2 = cli("--url", srv.url, "--num-prompts", "1", "--output-len", "4",
+                          "--api-key-env", "BENCH_KEY")  # fmt: skip
+        assert code2 == 0, out2
+    # The credentials were used, as headers ...
+    import base64
+
+    basic = "Basic " + base64.b64encode(f"alice:{CANARY}".encode()).decode()
+    assert basic in srv.auth and f"Bearer {CANARY}key" in srv.auth
+    # ... and are nowhere in what tunelab printed or wrote.
+    assert CANARY not in out and CANARY not in out2
+    assert json.loads(out_file.read_text())["tunelab"]["url"] == srv.url
+    assert _files_with(tmp_path, CANARY.encode()) == []
+    code3, out3 = cli("--url", f"http://bob:{CANARY}@127.0.0.1:99999", "--num-prompts", "1")
+    assert code3 == 2 and CANARY not in out3 and "***" in out3

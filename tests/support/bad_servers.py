@@ -81,6 +81,7 @@ class BadServer:
         self.faults = dict(faults or {})
         self.itl_s = itl_s
         self.requests: list[str] = []
+        self.auth: list[str] = []  # Authorization headers received, in order
         self.streams = 0
         self.metrics_calls = 0
         self.port = 0
@@ -135,6 +136,8 @@ class BadServer:
                 for ln in lines[1:]:
                     if ln.lower().startswith("content-length:"):
                         n = int(ln.split(":", 1)[1])
+                    elif ln.lower().startswith("authorization:"):
+                        self.auth.append(ln.split(":", 1)[1].strip())
                 body = await reader.readexactly(n) if n else b""
                 self.requests.append(f"{method} {path}")
                 if not await self._route(method, path, body, w):

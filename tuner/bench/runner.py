@@ -47,6 +47,7 @@ from tuner.bench.prompts import (
 )
 from tuner.bench.server_metrics import ServerSummary, ServerWatcher
 from tuner.bench.workload import Workload, WorkloadError
+from tuner.redact import redact_url
 
 
 class BenchError(RuntimeError):
@@ -227,7 +228,7 @@ def _url_and_headers(url: str, headers: dict[str, str] | None) -> tuple[str, dic
         split_base_url(url)
     except ValueError as exc:
         raise BenchError(
-            f"the server URL is unusable: {exc} "
+            f"the server URL {redact_url(url)!r} is unusable: {exc} "
             "(for example http://127.0.0.1:8000 or http://[::1]:8000)"
         ) from None
     parts = urlsplit(url)
@@ -238,9 +239,9 @@ def _url_and_headers(url: str, headers: dict[str, str] | None) -> tuple[str, dic
         token = base64.b64encode(f"{user}:{secret}".encode()).decode()
         out.setdefault("Authorization", f"Basic {token}")
         host = parts.netloc.rpartition("@")[2]
-        url = urlunsplit((parts.scheme, host, parts.path, "", ""))
+        url = urlunsplit((parts.scheme, host, parts.path.rstrip("/"), "", ""))
     elif parts.query or parts.fragment:
-        url = urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+        url = urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
     return url, out
 
 
