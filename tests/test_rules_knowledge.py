@@ -406,6 +406,64 @@ CASES = [
         engine={"compilation-config": {"cudagraph_mode": "FULL"}},
         target=ROCM_NEW,
     ),
+    # -- all2all backends by version and platform ---------------------------------------
+    Case(
+        "all2all-backend-platform",
+        True,
+        engine={"all2all-backend": "deepep_low_latency", "data-parallel-size": 8},
+        model="ds3",
+        target=ROCM_NEW,
+        severity=Severity.ERROR,
+        fix={"all2all-backend": "allgather_reducescatter"},
+    ),
+    Case(
+        "all2all-backend-platform",
+        False,
+        engine={"all2all-backend": "allgather_reducescatter", "data-parallel-size": 8},
+        model="ds3",
+        target=ROCM_NEW,
+    ),
+    Case(
+        "all2all-backend-platform",
+        False,
+        engine={"all2all-backend": "mori_low_latency", "data-parallel-size": 8},
+        model="ds3",
+        target=ROCM_NEW,
+        id="mori-on-rocm",
+    ),
+    Case(
+        "value-not-in-version",
+        True,
+        engine={"all2all-backend": "mori", "data-parallel-size": 8},
+        model="ds3",
+        target=ROCM_NEW,
+        severity=Severity.ERROR,
+        id="mori-gone-in-0.32",
+    ),
+    Case(
+        "value-not-in-version",
+        False,
+        engine={"all2all-backend": "mori", "data-parallel-size": 8},
+        model="ds3",
+        target=ROCM_018,
+        id="mori-in-0.18",
+    ),
+    # FLEX_ATTENTION had a ROCm branch in 0.11-0.13 only.
+    Case(
+        "attention-backend-unavailable",
+        False,
+        engine={"attention-backend": "FLEX_ATTENTION"},
+        target=Target("0.13.0", "rocm", 8, 192.0),
+        id="flex-on-rocm-0.13",
+    ),
+    Case(
+        "attention-backend-unavailable",
+        True,
+        engine={"attention-backend": "FLEX_ATTENTION"},
+        target=ROCM_NEW,
+        severity=Severity.ERROR,
+        id="flex-not-on-rocm-0.32",
+    ),
     Case(
         "mm-encoder-data-parallel",
         True,
@@ -470,3 +528,14 @@ def test_unified_env_cites_the_reorder_pr() -> None:
     )
     hit = next(f for f in run(case) if f.rule == case.rule)
     assert "#36702" in hit.source and "#35246" not in hit.source
+
+
+def test_stale_help_texts_are_gone() -> None:
+    from tuner.knobs import get
+
+    mla = get("VLLM_ROCM_USE_AITER_MLA")
+    awq = get("VLLM_USE_TRITON_AWQ")
+    ep = get("enable-expert-parallel")
+    assert mla is not None and "before vLLM 0.11.1" in mla.help
+    assert awq is not None and "required" not in awq.help and "itself" in awq.help
+    assert ep is not None and "multi-node" not in ep.help

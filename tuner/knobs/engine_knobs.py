@@ -216,7 +216,7 @@ ENGINE_KNOBS: tuple[Knob, ...] = (
         "enable-expert-parallel",
         ValueType.BOOL,
         "parallelism",
-        "Spread MoE experts over the GPUs instead of splitting each expert; mostly for multi-node MoE.",
+        "Spread MoE experts over the TP x DP GPUs instead of splitting each expert; for standard-density MoE on one node too (DP+EP for MLA).",
         f"{R0} §Expert parallelism",
         default=False,
         platforms=GPU,
@@ -225,7 +225,8 @@ ENGINE_KNOBS: tuple[Knob, ...] = (
         "all2all-backend",
         ValueType.CHOICE,
         "parallelism",
-        "All-to-all backend for expert/data-parallel MoE; on ROCm use allgather_reducescatter.",
+        "All-to-all backend for expert/data-parallel MoE (default allgather_reducescatter); "
+        "DeepEP/pplx/FlashInfer are CUDA-only, MoRI ROCm-only.",
         f"{R0} §Data parallelism",
         since="0.11.1",
         platforms=GPU,
@@ -246,6 +247,8 @@ ENGINE_KNOBS: tuple[Knob, ...] = (
             "flashinfer_nvlink_one_sided",
             "passthrough",
         ),
+        # Per-version values: value_sets.ALL2ALL_BACKENDS (rule value-not-in-version);
+        # not a "value_set" extra, which names an introspected list (introspect_compare).
     ),
     _engine(
         "disable-nccl-for-dp-synchronization",

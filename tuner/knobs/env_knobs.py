@@ -70,7 +70,7 @@ ENV_KNOBS: tuple[Knob, ...] = (
     ),
     _aiter_flag(
         "VLLM_ROCM_USE_AITER_MLA",
-        "AITER multi-head latent attention for MLA models (DeepSeek-V2/V3/R1); needs --block-size 1.",
+        "AITER multi-head latent attention for MLA models (DeepSeek-V2/V3/R1); --block-size 1 only before vLLM 0.11.1.",
         True,
         f"{R0} §AITER MLA requirements (DeepSeek-V3/R1 models)",
     ),
@@ -230,7 +230,7 @@ ENV_KNOBS: tuple[Knob, ...] = (
         kind=KnobKind.ENV,
         type=ValueType.BOOL,
         group="quantization",
-        help="Triton AWQ kernels; required for AWQ models on ROCm.",
+        help="Triton AWQ kernels for AWQ on ROCm; vLLM turns it on itself there (rocm.py, 0.32).",
         default=False,
         platforms=ROCM,
         source=f"{R0} §AWQ (Activation-aware Weight Quantization)",

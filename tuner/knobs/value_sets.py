@@ -203,7 +203,50 @@ KV_CACHE_DTYPES: tuple[VersionedValue, ...] = (
     VersionedValue("octave_k3v3_compact", "0.33.0", None),
 )
 
+# --all2all-backend (vllm/config/parallel.py All2AllBackend; 0.32.0 lines 44-59).
+# The argument itself exists from 0.11.1 (the catalogue's since). "mori" was
+# split into mori_high_throughput / mori_low_latency and is gone in 0.32.0.
+ALL2ALL_BACKENDS: tuple[VersionedValue, ...] = (
+    VersionedValue("naive"),
+    VersionedValue("pplx"),
+    VersionedValue("deepep_high_throughput"),
+    VersionedValue("deepep_low_latency"),
+    VersionedValue("deepep_v2"),
+    VersionedValue("mori", None, "0.32.0"),
+    VersionedValue("mori_high_throughput"),
+    VersionedValue("mori_low_latency"),
+    VersionedValue("moonep"),
+    VersionedValue("nixl_ep"),
+    VersionedValue("allgather_reducescatter"),
+    VersionedValue("flashinfer_all2allv"),
+    VersionedValue("flashinfer_nvlink_two_sided"),
+    VersionedValue("flashinfer_nvlink_one_sided"),
+    VersionedValue("passthrough"),
+)
+
+# Which platforms' kernels implement an all2all backend (0.32.0 docstring of
+# ParallelConfig.all2all_backend, config/parallel.py lines 219-233): DeepEP,
+# pplx, MoonEP (NVLink) and FlashInfer are CUDA libraries; MoRI is AMD's.
+ALL2ALL_PLATFORMS: dict[str, frozenset[str]] = {
+    **dict.fromkeys(
+        (
+            "pplx",
+            "deepep_high_throughput",
+            "deepep_low_latency",
+            "deepep_v2",
+            "moonep",
+            "flashinfer_all2allv",
+            "flashinfer_nvlink_two_sided",
+            "flashinfer_nvlink_one_sided",
+        ),
+        frozenset({"cuda"}),
+    ),
+    **dict.fromkeys(("mori", "mori_high_throughput", "mori_low_latency"), frozenset({"rocm"})),
+    **dict.fromkeys(("naive", "allgather_reducescatter"), frozenset({"cuda", "rocm"})),
+}
+
 VALUE_SETS: dict[str, tuple[VersionedValue, ...]] = {
+    "all2all_backends": ALL2ALL_BACKENDS,
     "attention_backends": ATTENTION_BACKENDS,
     "cudagraph_modes": CUDAGRAPH_MODES,
     "quantization_methods": QUANTIZATION_METHODS,
@@ -264,9 +307,22 @@ def lookup(name: str, value: str) -> VersionedValue | None:
     return None
 
 
-def backend_platforms(backend: str) -> frozenset[str] | None:
-    """The platforms whose vLLM can select ``backend``; None if this table does not know."""
-    found = {
+# Backends a platform's selector accepted in some releases only: FLEX_ATTENTION
+# had a branch in vllm/platforms/rocm.py in the 0.11-0.13 releases (the range
+# from issue 14's audit of those releases; not re-read for tunelab).
+_ROCM_RANGED: dict[str, tuple[str | None, str | None]] = {"FLEX_ATTENTION": ("0.11.0", "0.14.0")}
+
+
+def backend_platforms(backend: str, version: str | None = None) -> frozenset[str] | None:
+    """The platforms whose vLLM ``version`` can select ``backend``; None if this table does not know.
+
+    With ``version`` None every release counts (a backend a platform ever had).
+    """
+    ranged = _ROCM_RANGED.get(backend)
+    extra = set()
+    if ranged is not None and (version is None or in_range(version, *ranged) == 0):
+        extra.add("rocm")
+    found = extra | {
         plat
         for plat, names in (
             ("rocm", _ROCM_BACKENDS),

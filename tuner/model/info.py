@@ -170,7 +170,12 @@ class ModelInfo:
         GQA/MHA/MQA: 2 (K and V) × layers × kv_heads × head_dim × bytes.
         MLA: layers × (kv_lora_rank + qk_rope_head_dim) × bytes (one latent, no V).
         ``kv_cache_dtype`` fp8* stores 1 byte per element; auto uses the model dtype
-        (reference 004 §5; reference 000 §FP8 kv-cache dtype).
+        (reference 000 §FP8 kv-cache dtype). 004_c4561cd56ddb4be5.txt §5 writes
+        2 × layers × hidden_dim × bytes with hidden_dim = n_heads × d_head, i.e.
+        all query heads: right for MHA (its Llama-2-7B example) but several times
+        too large for GQA/MQA and wrong for MLA. The formula here counts KV
+        heads (and MLA's latent), as vLLM allocates it; it differs from 004's on
+        purpose.
         """
         elem = kv_element_bytes(kv_cache_dtype, self.dtype)
         if self.is_mla:

@@ -37,12 +37,12 @@ def _is_mla_backend(name: str) -> bool:
     return backend_is_mla(name)
 
 
-def _backend_platforms(name: str) -> frozenset[str] | None:
+def _backend_platforms(name: str, version: str | None = None) -> frozenset[str] | None:
     try:
         from tuner.knobs.value_sets import backend_platforms
     except ImportError:
         return None
-    return backend_platforms(name)
+    return backend_platforms(name, version)
 
 
 @rule("attention-backend-unavailable")
@@ -52,7 +52,7 @@ def backend_unavailable(ctx: Context) -> Iterator[Finding]:
     if not name:
         return
     known = ctx.backends()
-    platforms = _backend_platforms(name)
+    platforms = _backend_platforms(name, ctx.target.vllm_version)
     where = f"vLLM {ctx.target.vllm_version}" if ctx.target.vllm_version else "the target vLLM"
     if known is not None and name not in known:
         yield Finding(

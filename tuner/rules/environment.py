@@ -20,6 +20,7 @@ _VALUE_KNOBS = {
     "quantization": ("quantization_methods", "quantization_methods"),
     "kv-cache-dtype": ("kv_cache_dtypes", "kv_cache_dtypes"),
     "cudagraph-mode": ("cudagraph_modes", "cudagraph_modes"),
+    "all2all-backend": ("all2all_backends", "all2all_backends"),  # no Target list: table only
 }
 
 
@@ -132,7 +133,9 @@ def value_not_in_version(ctx: Context) -> Iterator[Finding]:
         if raw is None:
             continue
         value = str(raw).strip()
-        listed = getattr(ctx.target, target_field) or values_for(value_set, ctx.target.vllm_version)
+        listed = getattr(ctx.target, target_field, None) or values_for(
+            value_set, ctx.target.vllm_version
+        )
         if value in listed or value.lower() in {v.lower() for v in listed}:
             continue
         entry = lookup(value_set, value)
@@ -157,6 +160,32 @@ def _some(values: tuple[str, ...] | list[str], limit: int = 12) -> str:
     """The first ``limit`` values, and how many more (long lists drown the message)."""
     shown = ", ".join(values[:limit])
     return shown + (f" and {len(values) - limit} more" if len(values) > limit else "")
+
+
+@rule("all2all-backend-platform")
+def all2all_platform(ctx: Context) -> Iterator[Finding]:
+    """An all2all backend whose kernels the target platform does not have (DeepEP on ROCm ...)."""
+    raw = ctx.config.engine.get("all2all-backend")
+    if raw is None or ctx.platform not in {"rocm", "cuda"}:
+        return
+    try:
+        from tuner.knobs.value_sets import ALL2ALL_PLATFORMS
+    except ImportError:
+        return
+    value = str(raw).strip()
+    platforms = ALL2ALL_PLATFORMS.get(value)
+    if platforms is None or ctx.platform in platforms:
+        return
+    where = {"cuda": "CUDA", "rocm": "ROCm"}[ctx.platform]
+    yield Finding(
+        Severity.ERROR,
+        ("all2all-backend",),
+        f"all2all-backend {value} needs {'/'.join(sorted(p.upper() for p in platforms))} kernels "
+        f"that a {where} node does not have; allgather_reducescatter (vLLM's default) works on both",
+        "vLLM source vllm/config/parallel.py ParallelConfig.all2all_backend (0.32.0 lines "
+        f"219-233); {R1} §Data Parallel Attention (advanced)",
+        {"all2all-backend": "allgather_reducescatter"},
+    )
 
 
 @rule("unread-env-var")
