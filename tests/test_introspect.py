@@ -17,20 +17,22 @@ from pathlib import Path
 
 import pytest
 
+import tuner.introspect as introspect_mod
 from tuner import knobs
 from tuner.introspect import (
     ENTRY_MODULE,
     ENTRY_NONE,
     IntrospectError,
     VllmInfo,
-    compare_with_catalogue,
     fast_vllm_status,
     introspect,
 )
-from tuner.introspect_compare import knob_availability
+from tuner.introspect_compare import compare_with_catalogue, knob_availability
 from tuner.knobs import AvailabilityStatus
+from tuner.knobs.defaults import batch_defaults
 
 VENV_PYTHON = str(Path(sys.prefix) / "bin" / "python")
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -238,3 +240,55 @@ def test_probe_that_dies_says_so(tmp_path: Path) -> None:
     info = introspect(python)
     assert not info.available
     assert "probe crashed (exit 3)" in (info.error or "") and "segfault-ish" in (info.error or "")
+
+
+def test_installed_vllm_answers_its_resolved_defaults(real_info: VllmInfo) -> None:
+    """vLLM 0.32 CPU: get_batch_defaults' CPU branch (2048/128 for the API server,
+    arg_utils.py ~2975), no static graphs so cudagraph NONE, CPU_ATTN / CPU_MLA."""
+    d = real_info.resolved_defaults
+    assert d is not None, real_info.field_errors
+    assert (d["max_num_batched_tokens"], d["max_num_seqs"]) == (2048, 128)
+    assert (d["max_num_batched_tokens_offline"], d["max_num_seqs_offline"]) == (4096, 256)
+    assert d["cudagraph_mode"] == "NONE"
+    assert d["async_scheduling"] == "auto" and d["enable_chunked_prefill"] == "auto"
+    prio = real_info.backend_priorities
+    assert prio is not None and prio["decoder"] == ["CPU_ATTN"]
+    assert prio["mla"][0] in {"CPU_MLA", "AMX_MLA"}
+    text = "\n".join(real_info.summary_lines())
+    assert "max-num-batched-tokens 2048" in text and "CPU_ATTN" in text
+
+
+def test_batch_defaults_table_agrees_with_the_installed_vllm(real_info: VllmInfo) -> None:
+    """tuner.knobs.defaults is the table for planning targets; for the installed
+    version and platform it must give what vLLM itself resolves."""
+    d = real_info.resolved_defaults
+    assert d is not None and real_info.version and real_info.platform
+    table = batch_defaults(real_info.version, real_info.platform, d["device_gib"])
+    assert (table.max_num_batched_tokens, table.max_num_seqs) == (
+        d["max_num_batched_tokens"],
+        d["max_num_seqs"],
+    )
+
+
+def test_introspect_does_not_import_its_comparison() -> None:
+    """No import cycle: introspect_compare imports introspect, never the reverse."""
+    source = Path(introspect_mod.__file__).read_text()
+    assert "from tuner.introspect_compare" not in source
+    assert "import tuner.introspect_compare" not in source
+    code = "import sys, tuner.introspect; print('tuner.introspect_compare' in sys.modules)"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO
+    )
+    assert out.stdout.strip() == "False"
+
+
+def test_probe_source_is_part_of_the_cache_key(
+    real_home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("TUNELAB_HOME", str(real_home))
+    loc = introspect_mod._locate(VENV_PYTHON)
+    before = introspect_mod._cache_path(VENV_PYTHON, loc)
+    other = tmp_path / "probe.py"
+    other.write_text(introspect_mod.PROBE_FILE.read_text() + "\n# a newer question\n")
+    monkeypatch.setattr(introspect_mod, "PROBE_FILE", other)
+    assert introspect_mod._cache_path(VENV_PYTHON, loc) != before

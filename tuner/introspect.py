@@ -7,8 +7,9 @@ installation (interpreter path + vLLM distribution version + mtime of the
 vLLM package directory), so only the first call after an install pays the
 few seconds that importing vLLM takes. :func:`fast_vllm_status` answers
 "which vLLM, started how?" from package metadata alone, for ``tunelab
-doctor``'s fast path. :func:`compare_with_catalogue` lists where the
-catalogue's view and the installed vLLM disagree; the installed vLLM wins.
+doctor``'s fast path. :func:`tuner.introspect_compare.compare_with_catalogue`
+lists where the catalogue's view and the installed vLLM disagree (it imports
+this module, never the other way round); the installed vLLM wins.
 """
 
 from __future__ import annotations
@@ -105,6 +106,12 @@ class VllmInfo:
         quantization_methods: ``QUANTIZATION_METHODS``.
         kv_cache_dtypes: The ``CacheDType`` values.
         engine_args: ``EngineArgs`` fields as flag names without dashes.
+        resolved_defaults: What vLLM resolves when a knob is unset, asked of
+            vLLM itself (``max_num_batched_tokens``/``max_num_seqs`` of the API
+            server and offline, ``device_gib`` as vLLM read it, ``cudagraph_mode``,
+            ``async_scheduling``/``enable_chunked_prefill``: "auto" = vLLM decides).
+        backend_priorities: The platform's own attention-backend order
+            (``decoder``, ``mla``) and the ``VLLM_ROCM_*`` env it was asked under.
         field_errors: Probe failures per field (the field itself is None).
         probe_seconds: How long the probe took inside the subprocess.
         probed_at: Unix time of the probe.
@@ -125,6 +132,8 @@ class VllmInfo:
     quantization_methods: tuple[str, ...] | None = None
     kv_cache_dtypes: tuple[str, ...] | None = None
     engine_args: tuple[str, ...] | None = None
+    resolved_defaults: dict[str, Any] | None = None
+    backend_priorities: dict[str, Any] | None = None
     field_errors: dict[str, str] = field(default_factory=dict)
     probe_seconds: float | None = None
     probed_at: float | None = None
@@ -178,6 +187,16 @@ class VllmInfo:
                 lines.append(f"  {label}: unknown ({why})")
             else:
                 lines.append(f"  {label}: {len(value)}")
+        if self.resolved_defaults:
+            d = self.resolved_defaults
+            lines.append(
+                f"  defaults vLLM resolves: max-num-batched-tokens {d.get('max_num_batched_tokens')}, "
+                f"max-num-seqs {d.get('max_num_seqs')}, cudagraph-mode {d.get('cudagraph_mode')}, "
+                f"async-scheduling {d.get('async_scheduling')}"
+            )
+        if self.backend_priorities and self.backend_priorities.get("decoder"):
+            order = " > ".join(self.backend_priorities["decoder"])
+            lines.append(f"  attention backends (this platform's order): {order}")
         return lines
 
 
@@ -285,7 +304,10 @@ def fast_vllm_status(python: str = sys.executable) -> tuple[str | None, str]:
 
 
 def _cache_path(python: str, loc: _Located) -> Path:
-    key = f"{os.path.abspath(python)}|{loc.distribution}|{loc.version}|{loc.mtime_ns}"
+    # The probe's own source is part of the key: a tunelab that asks more
+    # questions must not be answered from an older probe's cache.
+    probe = hashlib.sha256(PROBE_FILE.read_bytes()).hexdigest()[:12]
+    key = f"{os.path.abspath(python)}|{loc.distribution}|{loc.version}|{loc.mtime_ns}|{probe}"
     digest = hashlib.sha256(key.encode()).hexdigest()[:20]
     folder = paths.cache_dir() / CACHE_SUBDIR
     folder.mkdir(parents=True, exist_ok=True)
@@ -378,20 +400,17 @@ def _run_probe(python: str, loc: _Located, timeout: float) -> VllmInfo:
     for name in _LIST_FIELDS:
         value = answer.get(name)
         setattr(base, name, tuple(value) if value is not None else None)
+    base.resolved_defaults = answer.get("resolved_defaults")
+    base.backend_priorities = answer.get("backend_priorities")
     return base
 
-
-# Re-exported here so callers of introspection find the comparison beside it.
-from tuner.introspect_compare import Difference, compare_with_catalogue  # noqa: E402
 
 __all__ = [
     "ENTRY_MODULE",
     "ENTRY_NONE",
     "ENTRY_SERVE",
-    "Difference",
     "IntrospectError",
     "VllmInfo",
-    "compare_with_catalogue",
     "fast_vllm_status",
     "interpreter_path",
     "introspect",

@@ -10,14 +10,12 @@ be corrected.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tuner import knobs
+from tuner.introspect import VllmInfo
 from tuner.knobs import AvailabilityStatus, KnobKind
 from tuner.knobs.value_sets import lookup, values_for
-
-if TYPE_CHECKING:
-    from tuner.introspect import VllmInfo
 
 # Value-set name in the catalogue -> VllmInfo attribute holding the installed list.
 VALUE_SET_FIELDS: dict[str, str] = {
