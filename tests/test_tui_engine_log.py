@@ -20,6 +20,7 @@ from tests.support.tui_harness import DOUBLE, services, settle, wait_for
 from tui.app import TunelabApp
 from tui.messages import JobFinished
 from tui.screens.log_view import SHUTDOWN_MARK, LogView
+from tui.widgets.knob_panel import KnobPanel
 
 NOISE = "nanobind: leaked 7 instances!"
 # Runs the double; on SIGINT (tunelab's stop request) prints what vLLM 0.32 prints at shutdown, then exits.
@@ -31,6 +32,7 @@ def bye(*_):
     print("asyncio.exceptions.CancelledError", flush=True)
     os._exit(0)
 signal.signal(signal.SIGINT, bye)  # tunelab stops vLLM with SIGINT first
+print(os.environ.get("NOISY_START_LINE", ""), flush=True)
 sys.argv = [{str(DOUBLE)!r}] + sys.argv[1:]
 runpy.run_path({str(DOUBLE)!r}, run_name="__main__")
 """
@@ -97,3 +99,39 @@ async def test_run_panel_keeps_engine_noise_out_and_the_log_view_marks_shutdown(
         await pilot.press("escape")
         await pilot.pause()
         assert app.screen is app.main
+
+
+# vLLM 0.32's start line when it switched cudagraph_mode to NONE (config/vllm.py ~2700).
+CONFIG_LINE = (
+    "INFO [llm_engine.py:70] Initializing a V1 LLM engine (v0.32.0) with config: model='m', "
+    "dtype=torch.float32, max_seq_len=2048, "
+    "compilation_config={'level': 0, 'cudagraph_mode': <CUDAGraphMode.NONE: 0>}"
+)
+
+
+async def test_run_panel_shows_what_vllm_ran_differently_from_the_request(
+    monkeypatch: Any,
+) -> None:
+    from tuner.engine import effective
+
+    monkeypatch.setenv("NOISY_START_LINE", CONFIG_LINE)
+    seen: list[Message] = []
+    app = TunelabApp(services=replace(services(), engine_command=noisy_command))
+    async with app.run_test(size=(120, 36), message_hook=seen.append) as pilot:
+        await settle(pilot)
+        for name, text in {"output_len": "4", "num_prompts": "4", "concurrency": "4"}.items():
+            app.main.query_one(f"#wl-{name}", Input).value = text
+        app.main.query_one(KnobPanel).row("cudagraph-mode").control.value = "FULL"  # type: ignore[union-attr]
+        await pilot.pause()
+        await pilot.press("r")
+        await wait_for(pilot, lambda: any(isinstance(m, JobFinished) for m in seen), 90, "run")
+        await pilot.pause(0.3)
+        trial = app.session.trials[-1]
+        ran = effective.of_trial(trial.effective)
+        assert ran is not None and ran.mismatches  # the core saw it ...
+        shown = str(app.main.query_one("#run-effective").render())
+        for m in ran.mismatches:  # ... and the panel shows every one of them
+            assert f"{m.knob}={m.effective} ≠ requested {m.requested}" in shown, shown
+        assert "cudagraph-mode=NONE ≠ requested FULL" in shown
+        events = "\n".join(_lines(app.main.query_one("#run-log", RichLog)))
+        assert "requested cudagraph-mode=FULL, but vLLM ran NONE" in events

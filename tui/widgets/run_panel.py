@@ -26,6 +26,9 @@ from textual.containers import Vertical
 from textual.timer import Timer
 from textual.widgets import ProgressBar, RichLog, Static
 
+from tuner.engine import effective
+from tuner.trials import events as ev
+
 STAGES = ("starting", "ready", "warm-up", "measuring", "done")
 EVENT_LINES = 200
 ENGINE_LINES = 20_000
@@ -179,6 +182,7 @@ class RunPanel(Vertical):
             id="run-stage",
         )
         yield Static("", id="run-job")
+        yield Static("", id="run-effective")
         # Hidden while idle: an indeterminate bar animates, which would cost idle CPU.
         bar = ProgressBar(total=100, show_eta=False, id="run-progress")
         bar.display = False
@@ -189,6 +193,7 @@ class RunPanel(Vertical):
     def on_mount(self) -> None:
         self.border_title = "Run"
         self.query_one("#run-job").display = False
+        self.query_one("#run-effective").display = False
 
     def begin(self, title: str, plan: Sequence[str] = (), kind: str = "run") -> None:
         """A new job: clear figures, events and the engine log; title it.
@@ -203,6 +208,7 @@ class RunPanel(Vertical):
         self.border_subtitle = "l: engine log"
         self.query_one("#run-figures", Static).update("")
         self.query_one("#run-log", RichLog).clear()
+        self.show_effective(None)
         self.engine_log.clear()
         self._kind, self._plan, self._launch = kind, tuple(plan), 0
         self._started = self._launch_started = time.monotonic()
@@ -227,9 +233,7 @@ class RunPanel(Vertical):
         self._started = None
 
     def trial_event(self, event: Any) -> None:
-        """Context from a trial event: which launch, the log file, shutdown, the backend asked for."""
-        from tuner.trials import events as ev
-
+        """Context from a trial event: which launch, the log file, shutdown, what vLLM really ran."""
         if isinstance(event, ev.TrialStage):
             if event.stage == "starting":
                 self._launch += 1
@@ -242,8 +246,32 @@ class RunPanel(Vertical):
         elif isinstance(event, ev.TrialBackend):
             if event.requested and event.actual and event.requested != event.actual:
                 self._mismatch = event.requested
-        elif isinstance(event, ev.TrialDone | ev.TrialFailed) and event.trial.log_path:
-            self.engine_log.paths[event.trial.id] = Path(event.trial.log_path)
+        elif isinstance(event, ev.TrialDone | ev.TrialFailed):
+            if event.trial.log_path:
+                self.engine_log.paths[event.trial.id] = Path(event.trial.log_path)
+            self.show_effective(effective.of_trial(event.trial.effective))
+
+    def show_effective(self, ran: effective.EffectiveConfig | None) -> None:
+        """Every knob vLLM ran differently from the request, in bold red (B5; None clears).
+
+        The comparison is the core's (``tuner.engine.effective``, read from vLLM's
+        start-up log); this only draws it, and logs each mismatch as an event.
+        """
+        line = self.query_one("#run-effective", Static)
+        mismatches = ran.mismatches if ran is not None else ()
+        line.display = bool(mismatches)
+        if not mismatches:
+            line.update("")
+            return
+        out = Text("⚠ vLLM ran ", style="bold red")
+        for i, m in enumerate(mismatches):
+            if i:
+                out.append("; ", style="red")
+            out.append(f"{m.knob}={m.effective}", style="bold red")
+            out.append(f" ≠ requested {m.requested}", style="red")
+        line.update(out)
+        for m in mismatches:
+            self.event(f"≠ {m.message()}", style="bold red")
 
     def stage(self, stage: str, backend: str | None, detail: str = "") -> None:
         if stage != self._stage:
