@@ -448,6 +448,16 @@ CASES = [
         target=ROCM_018,
         id="mori-in-0.18",
     ),
+    Case(
+        "value-not-in-version",
+        True,
+        engine={"quantization": "ptpc_fp8"},
+        model="llama70b",
+        target=ROCM_NEW,
+        severity=Severity.ERROR,
+        fix={"quantization": "fp8_per_channel"},
+        id="ptpc-fp8-is-fp8-per-channel",
+    ),
     # FLEX_ATTENTION had a ROCm branch in 0.11-0.13 only.
     Case(
         "attention-backend-unavailable",

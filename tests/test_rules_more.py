@@ -386,7 +386,7 @@ CASES = [
         engine={"quantization": "ptpc_fp8"},
         target=ROCM_NEW,
         severity=Severity.ERROR,
-        fix={"quantization": None},
+        fix={"quantization": "fp8_per_channel"},  # its 0.32 successor
         id="ptpc-removed",
     ),
     Case(

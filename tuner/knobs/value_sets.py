@@ -245,6 +245,13 @@ ALL2ALL_PLATFORMS: dict[str, frozenset[str]] = {
     **dict.fromkeys(("naive", "allgather_reducescatter"), frozenset({"cuda", "rocm"})),
 }
 
+# What a removed value became, where vLLM kept the behaviour under another name:
+# on-the-fly per-channel FP8 (PTPC) is the fp8_per_channel online shorthand in
+# 0.32 (vllm/config/quantization.py _ONLINE_SHORTHANDS line 203).
+REPLACEMENTS: dict[str, dict[str, str]] = {
+    "quantization_methods": {"ptpc_fp8": "fp8_per_channel"},
+}
+
 VALUE_SETS: dict[str, tuple[VersionedValue, ...]] = {
     "all2all_backends": ALL2ALL_BACKENDS,
     "attention_backends": ATTENTION_BACKENDS,

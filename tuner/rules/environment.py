@@ -122,7 +122,7 @@ def knob_no_effect(ctx: Context) -> Iterator[Finding]:
 def value_not_in_version(ctx: Context) -> Iterator[Finding]:
     """A quantization method, KV-cache dtype or cudagraph mode the target vLLM lacks."""
     try:
-        from tuner.knobs.value_sets import lookup, values_for
+        from tuner.knobs.value_sets import REPLACEMENTS, lookup, values_for
     except ImportError:
         return
     for key, (target_field, value_set) in _VALUE_KNOBS.items():
@@ -146,13 +146,16 @@ def value_not_in_version(ctx: Context) -> Iterator[Finding]:
             reason = f"{key} {value} first appeared in vLLM {entry.since}"
         else:
             reason = f"{where} does not accept {key} {value}"
+        successor = REPLACEMENTS.get(value_set, {}).get(value)
+        if successor and successor in listed:
+            reason += f"; use {key} {successor}, its successor"
         yield Finding(
             Severity.ERROR,
             (key,),
             f"{reason}; accepted: {_some(listed)}",
             "tunelab value sets (read from vLLM's source)"
             + ("" if not ctx.target.introspected else "; installed vLLM's own list"),
-            {key: None},
+            {key: successor if successor and successor in listed else None},
         )
 
 
