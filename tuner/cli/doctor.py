@@ -49,6 +49,13 @@ def register(app: typer.Typer) -> None:
         con.print(f"\n[bold]GPUs[/] (backend: {report.gpu_backend})")
         for line in report.gpu_lines:
             con.print(f"  {line}", highlight=False)
+        con.print("\n[bold]Host[/]")
+        for check in report.host_checks:
+            color = {"ok": "green", "warning": "yellow"}.get(check.state.value, "dim")
+            con.print(
+                f"  {check.name}: [{color}]{check.value or check.state.value}[/] — {check.message}",
+                highlight=False,
+            )
         state = (
             "built" if report.demo_model_built else "not built yet (`tunelab demo-model` builds it)"
         )
