@@ -3,6 +3,13 @@
 Rows come from the trial store; the deltas are plain relative differences of
 single trials (the noise-aware verdict lives in the compare view, which uses
 ``tuner.studies.stats``). Clicking a header, or pressing ``o``, sorts.
+
+The metric columns come before the knob column, which is cut with an
+ellipsis, so at 80 columns the numbers stay on screen (issue 13). Every cell
+is a ``Text``, never markup: a knob value such as ``[/]x`` is shown as typed.
+Where most responses of a trial arrived in one piece the chunk metrics (ITL)
+are marked ``⚠`` — the figure describes a starved server, not streaming
+(``tuner.bench.metrics.delivery_warning``, issue 13 B9).
 """
 
 from __future__ import annotations
@@ -20,7 +27,6 @@ COLUMNS: tuple[tuple[str, str, str | None, str, bool], ...] = (
     ("mark", " ", None, "", True),
     ("id", "trial", None, "", True),
     ("status", "status", None, "", True),
-    ("config", "config", None, "", True),
     ("tok_s", "tok/s", "output_throughput", ".0f", True),
     ("d_tok_s", "Δ", None, "", True),
     ("ttft", "TTFT p99", "p99_ttft_ms", ".1f", False),
@@ -28,7 +34,11 @@ COLUMNS: tuple[tuple[str, str, str | None, str, bool], ...] = (
     ("itl", "ITL p99", "p99_itl_ms", ".1f", False),
     ("d_itl", "Δ", None, "", True),
     ("req_s", "req/s", "request_throughput", ".2f", True),
+    ("config", "config", None, "", True),
 )
+CONFIG_WIDTH = 40  # knob diffs beyond this end in an ellipsis (the compare view shows all)
+CHUNK_METRICS = ("itl",)  # columns that are meaningless when responses came in one piece
+ONE_PIECE = "⚠"
 SORTABLE = ("tok_s", "ttft", "itl", "req_s", "id", "status")
 
 
@@ -76,11 +86,11 @@ class ResultsTable(DataTable[Any]):
                 if key == "mark":
                     cells.append(Text("★", style="bold yellow") if trial is baseline else "")
                 elif key == "id":
-                    cells.append(trial.short_id)
+                    cells.append(Text(trial.short_id))
                 elif key == "status":
-                    cells.append(str(trial.status))
+                    cells.append(Text(str(trial.status)))
                 elif key == "config":
-                    cells.append(knob_diff(trial, baseline))
+                    cells.append(config_cell(knob_diff(trial, baseline)))
                 elif key.startswith("d_"):
                     src = next(c for c in COLUMNS if c[0] == key[2:])
                     value = metric(trial, src[2]) if src[2] else None
@@ -88,15 +98,40 @@ class ResultsTable(DataTable[Any]):
                     cells.append(delta(value, base, src[4]) if trial is not baseline else Text(""))
                 else:
                     value = metric(trial, name) if name else None
-                    cells.append(_Num(value, fmt))
+                    one_piece = key in CHUNK_METRICS and one_piece_warning(trial) is not None
+                    cells.append(_Num(value, fmt, flagged=one_piece))
             self.add_row(*cells, key=trial.id)
 
 
-class _Num(Text):
-    """A right-aligned number cell that sorts by value (missing values last)."""
+def config_cell(text: str, width: int = CONFIG_WIDTH) -> Text:
+    """The knob diff as plain text (no markup), cut to ``width`` with an ellipsis."""
+    if len(text) > width:
+        text = text[: width - 1] + "…"
+    return Text(text, no_wrap=True)
 
-    def __init__(self, value: float | None, fmt: str) -> None:
-        super().__init__("–" if value is None else format(value, fmt), justify="right")
+
+def one_piece_warning(trial: Any) -> str | None:
+    """The core's warning when most of the trial's responses arrived in one piece."""
+    from tuner.bench.metrics import delivery_warning  # aiohttp comes with it: not at start-up
+
+    results = getattr(trial, "results", None)
+    return delivery_warning(results, short=True) if isinstance(results, dict) else None
+
+
+class _Num(Text):
+    """A right-aligned number cell that sorts by value (missing values last).
+
+    ``flagged``: the figure is not what it claims (responses in one piece): ``⚠`` before it.
+    """
+
+    def __init__(self, value: float | None, fmt: str, flagged: bool = False) -> None:
+        shown = "–" if value is None else format(value, fmt)
+        super().__init__(justify="right")
+        if flagged:
+            self.append(f"{ONE_PIECE} ", style="bold yellow")
+            self.append(shown, style="dim")
+        else:
+            self.append(shown)
         self.value = value
 
     def __lt__(self, other: object) -> bool:
