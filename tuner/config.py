@@ -74,6 +74,12 @@ class EngineConfig:
                     "--model and host/port with the launch script's HOST/PORT variables"
                 )
             check_engine_key(key)
+            if self.engine[key] == "--":
+                # argparse strips a lone "--" from an option's values, even in
+                # "--key=--" (Python 3.11 argparse _get_values): vLLM would get [].
+                raise ConfigError(
+                    f"engine argument {key!r} cannot be '--': vLLM's parser drops that value"
+                )
 
     # -- identity -------------------------------------------------------
     def canonical(self) -> dict[str, Any]:
