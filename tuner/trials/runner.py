@@ -382,8 +382,8 @@ async def run_workloads(
             pending = []
             return list(trials)
         start_s = time.monotonic() - t_start
-        session.emit(TrialStage(first.id, "ready", engine.url or ""))
-        # What vLLM really ran, from this start's log (issue 14: requested vs effective).
+        # What vLLM really ran, from this start's log (issue 14: requested vs effective);
+        # stored before "ready" so a view that reacts to it finds the mismatches.
         ran = await asyncio.to_thread(
             effective.read_effective, log_path, config.engine, engine.backend
         )
@@ -398,6 +398,7 @@ async def run_workloads(
                 *effective.mismatch_findings(ran),
             ]
             store.save(trial)
+        session.emit(TrialStage(first.id, "ready", engine.url or ""))
         model = engine.served_model
         while pending:
             trial = pending[0]
