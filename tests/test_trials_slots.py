@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import time
@@ -12,14 +13,18 @@ import pytest
 from tuner.bench.workload import Workload
 from tuner.config import EngineConfig
 from tuner.rules import Target
+from tuner.studies.common import TrialRunner
 from tuner.trials.context import RunContext
 from tuner.trials.model import Trial, TrialStatus
 from tuner.trials.slots import (
     FORCE_ENV,
+    GpuPool,
     GpuSlot,
     SlotError,
     gpu_count,
     make_slots,
+    node_gpus,
+    parse_gpu_list,
     run_parallel,
     world_size,
 )
@@ -109,9 +114,8 @@ async def test_two_gpus_run_two_trials_at_once_on_distinct_devices(
         for n in (1, 2, 3, 4)
     ]
     started = time.monotonic()
-    out = await run_parallel(
-        trials, store, context=context, engine_command=_double(record), engine_cwd=str(REPO)
-    )
+    options = {"context": context, "engine_command": _double(record), "engine_cwd": str(REPO)}
+    out = await TrialRunner(store, options=options).all(trials)
     wall = time.monotonic() - started
     assert [t.status for t in out] == [TrialStatus.DONE] * 4, [t.failure_reason for t in out]
     engines = [json.loads(line) for line in record.read_text().splitlines()]
@@ -141,9 +145,9 @@ async def test_rocm_slots_set_hip_visible_devices_too(
     store = TrialStore(tmp_path / "t.db")
     context = RunContext(Target(vllm_version="0.32.0", platform="rocm", gpus=1), None, [])
     t = Trial(EngineConfig(model="stub-model"), Workload(input_len=8, output_len=4, num_prompts=2))
-    await run_parallel(
-        [t], store, gpus=1, context=context, engine_command=_double(record), engine_cwd=str(REPO)
-    )
+    monkeypatch.setenv(FORCE_ENV, "1")
+    options = {"context": context, "engine_command": _double(record), "engine_cwd": str(REPO)}
+    await TrialRunner(store, options=options).one(t)
     (engine,) = [json.loads(line) for line in record.read_text().splitlines()]
     assert engine["CUDA_VISIBLE_DEVICES"] == "0" and engine["HIP_VISIBLE_DEVICES"] == "0"
 
@@ -159,12 +163,108 @@ async def test_no_gpu_runs_one_after_another_unpinned(
         Trial(EngineConfig(model="stub-model"), Workload(input_len=8, output_len=4, num_prompts=2))
         for _ in range(2)
     ]
-    out = await run_parallel(
-        trials, store, gpus=0, context=context, engine_command=_double(record), engine_cwd=str(REPO)
-    )
+    monkeypatch.setenv(FORCE_ENV, "0")
+    options = {"context": context, "engine_command": _double(record), "engine_cwd": str(REPO)}
+    out = await TrialRunner(store, options=options).all(trials)
     assert [t.status for t in out] == [TrialStatus.DONE] * 2
     engines = [json.loads(line) for line in record.read_text().splitlines()]
     assert [e["CUDA_VISIBLE_DEVICES"] for e in engines] == [None, None]
     first, second = out
     assert first.finished_at is not None and second.started_at is not None
     assert first.finished_at <= second.started_at
+
+
+def _sized(tp: int, name: str) -> Trial:
+    cfg = EngineConfig(model="m", engine={"tensor-parallel-size": tp, "max-num-seqs": 1})
+    return Trial(cfg, Workload(), tags={"name": name})
+
+
+async def test_mixed_sizes_are_packed_so_no_gpu_idles_while_a_fitting_trial_waits() -> None:
+    """4 GPUs; queue TP2, TP4, TP1, TP1, TP2: the TP1s and the second TP2 fill the GPUs the
+    first TP2 leaves free while the TP4 waits, and no GPU is ever held by two trials."""
+    pool = GpuPool(["0", "1", "2", "3"])
+    held: dict[str, str] = {}
+    log: list[tuple[str, str, tuple[str, ...]]] = []
+    gates = {name: asyncio.Event() for name in ("tp2a", "tp4", "tp1a", "tp1b", "tp2b")}
+
+    async def run(trial: Trial, slot: GpuSlot | None) -> Trial:
+        assert slot is not None
+        name = trial.tags["name"]
+        for device in slot.devices:
+            assert device not in held, f"GPU {device} double-booked by {name} and {held[device]}"
+            held[device] = name
+        log.append(("start", name, slot.devices))
+        await gates[name].wait()
+        for device in slot.devices:
+            del held[device]
+        log.append(("end", name, slot.devices))
+        return trial
+
+    trials = [
+        _sized(2, "tp2a"),
+        _sized(4, "tp4"),
+        _sized(1, "tp1a"),
+        _sized(1, "tp1b"),
+        _sized(2, "tp2b"),
+    ]
+    task = asyncio.create_task(run_parallel(trials, run, pool))
+    await asyncio.sleep(0.01)
+    started = {name for kind, name, _ in log if kind == "start"}
+    assert started == {"tp2a", "tp1a", "tp1b"}, log  # backfilled past the waiting TP4
+    assert sorted(held) == ["0", "1", "2", "3"]  # every GPU busy
+    gates["tp1a"].set()
+    await asyncio.sleep(0.01)
+    # One GPU free: the TP2 and TP4 both need more, so nothing else starts yet.
+    assert {name for kind, name, _ in log if kind == "start"} == started
+    gates["tp1b"].set()
+    await asyncio.sleep(0.01)
+    # Two GPUs free: the TP4 (first in line) still does not fit, the second TP2 does.
+    assert ("start", "tp2b", ("2", "3")) in log, log
+    gates["tp2a"].set()
+    gates["tp2b"].set()
+    await asyncio.sleep(0.01)
+    assert ("start", "tp4", ("0", "1", "2", "3")) in log
+    gates["tp4"].set()
+    out = await task
+    assert out == trials and pool.free == ("0", "1", "2", "3")
+
+
+async def test_restricted_gpu_list_is_all_a_study_uses(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(FORCE_ENV, "8")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.delenv("HIP_VISIBLE_DEVICES", raising=False)
+    ids = node_gpus(parse_gpu_list("2, 5"))
+    assert ids == ["2", "5"]
+    with pytest.raises(SlotError, match="names GPU 9 but this node shows 0,1,2"):
+        node_gpus(["9"])
+    with pytest.raises(SlotError, match="twice"):
+        parse_gpu_list("1,1")
+    pool = GpuPool(ids)
+    used: list[tuple[str, ...]] = []
+
+    async def run(trial: Trial, slot: GpuSlot | None) -> Trial:
+        assert slot is not None
+        used.append(slot.devices)
+        await asyncio.sleep(0.01)
+        return trial
+
+    await run_parallel([_sized(1, str(i)) for i in range(5)], run, pool)
+    assert {d for devices in used for d in devices} == {"2", "5"}
+    with pytest.raises(SlotError, match="needs 4 GPUs per engine but only 2"):
+        await run_parallel([_sized(4, "big")], run, pool)
+
+
+async def test_a_cancelled_study_gives_every_gpu_back() -> None:
+    pool = GpuPool(["0", "1"])
+
+    async def run(trial: Trial, slot: GpuSlot | None) -> Trial:
+        await asyncio.sleep(10)
+        return trial
+
+    task = asyncio.create_task(run_parallel([_sized(1, str(i)) for i in range(4)], run, pool))
+    await asyncio.sleep(0.01)
+    assert pool.free == ()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert pool.free == ("0", "1")

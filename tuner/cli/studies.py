@@ -47,6 +47,14 @@ ObjectiveKeyOpt = Annotated[
         "--objective", help="Result key to compare/rank by (e.g. output_throughput, p99_ttft_ms)."
     ),
 ]
+GpusOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--gpus",
+        help="GPU ids the study may use, e.g. 0,1,2,3 (default: all visible). Trials run side "
+        "by side, one engine per GPU slot of TP x PP x DP GPUs.",
+    ),
+]
 
 
 def register(app: typer.Typer) -> None:
@@ -87,6 +95,33 @@ def make_runner(
     from tuner.studies.common import TrialRunner
 
     return TrialRunner(store, on_event, {"startup_timeout": startup_timeout})
+
+
+def use_gpus(command: str, runner: TrialRunner, gpus: str | None) -> None:
+    """Restricts the runner to ``--gpus`` and finds the GPUs now, so a bad list is a usage error."""
+    from tuner.trials.slots import SlotError, parse_gpu_list
+
+    try:
+        runner.gpus = parse_gpu_list(gpus) if gpus is not None else None
+        runner.pool  # noqa: B018 - resolves (and checks) the GPU list before any trial starts
+    except SlotError as exc:
+        raise opt.usage_error(command, str(exc)) from None
+
+
+def parse_fraction(command: str, option: str, text: str | None) -> float | None:
+    """``2%`` or ``0.02`` → 0.02."""
+    if text is None:
+        return None
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100.0 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise opt.usage_error(
+            command, f"{option} takes a percentage such as 2%, not {text!r}"
+        ) from None
+    if not 0.0 < value < 1.0:
+        raise opt.usage_error(command, f"{option} must be between 0% and 100%, got {text!r}")
+    return value
 
 
 def _run_async(command: str, make: Callable[[], Awaitable[T]]) -> T:
@@ -131,6 +166,23 @@ def ab_command(
     order: Annotated[
         str, typer.Option("--order", help="abba (counterbalanced: cancels linear drift) or abab.")
     ] = "abba",
+    max_repeats: Annotated[
+        int | None,
+        typer.Option(
+            "--max-repeats",
+            min=2,
+            help="Sequential A/B: look after every round and stop once the verdict is clear "
+            "(error rate kept by alpha spending), at most this many launches per arm.",
+        ),
+    ] = None,
+    equivalence: Annotated[
+        str | None,
+        typer.Option(
+            "--equivalence",
+            help="Sequential A/B: also stop when no difference bigger than this is left, e.g. 2%.",
+        ),
+    ] = None,
+    gpus: GpusOpt = None,
     objective: ObjectiveKeyOpt = "output_throughput",
     confidence: Annotated[float, typer.Option("--confidence", min=0.5, max=0.999)] = 0.95,
     min_effect: Annotated[
@@ -154,23 +206,11 @@ def ab_command(
     store_path: opt.StoreOpt = None,
     verbose: VerboseOpt = False,
     as_json: opt.JsonOpt = False,
-    report_only: Annotated[
-        bool,
-        typer.Option(
-            "--report",
-            help="Run nothing: print the report of the --study's last A/B from the store "
-            "(the same verdict the TUI shows).",
-        ),
-    ] = False,
 ) -> None:
     """A/B two configs: repeated, interleaved trials; per-metric interval and verdict."""
     from tuner.cli.study_output import StudyProgress, dump, print_ab
-    from tuner.lab.study import Study
     from tuner.studies.ab import ABError, run_ab
 
-    if report_only:
-        _print_stored_ab(study, store_path, as_json)
-        return
     if order not in ("abba", "abab"):
         raise opt.usage_error("ab", f"--order must be abba or abab, not {order!r}")
     if not (a_set or b_set or a_preset or b_preset):
@@ -195,10 +235,13 @@ def ab_command(
     b = opt.make_config("ab", b_preset, model, b_set)
     if a.config_id == b.config_id:
         typer.echo("note: A and B are the same config: this A/B measures the noise", err=True)
+    margin = parse_fraction("ab", "--equivalence", equivalence)
     store = opt.open_store("ab", store_path)
     try:
-        with StudyProgress("A/B", 2 * repeats, show_log=verbose) as progress:
+        planned = 2 * (max_repeats or (6 if margin is not None else repeats))
+        with StudyProgress("A/B", planned, show_log=verbose) as progress:
             runner = make_runner(store, progress, startup_timeout)
+            use_gpus("ab", runner, gpus)
             report = _run_async(
                 "ab",
                 lambda: run_ab(
@@ -212,9 +255,10 @@ def ab_command(
                     objective=objective,
                     confidence=confidence,
                     min_rel_effect=min_effect,
+                    max_repeats=max_repeats,
+                    equivalence=margin,
                 ),
             )
-        Study(store, report.study).remember_ab(report)
     except ABError as exc:
         raise opt.usage_error("ab", str(exc)) from None
     finally:
@@ -226,26 +270,6 @@ def ab_command(
     row = report.objective_row
     if row is None or row.a.n < 1 or row.b.n < 1:
         raise typer.Exit(1)
-
-
-def _print_stored_ab(study: str | None, store_path: str | None, as_json: bool) -> None:
-    """``tunelab ab --report``: the study's last A/B, rebuilt from its stored trials."""
-    from tuner.cli.study_output import dump, print_ab
-    from tuner.lab.study import Study
-
-    if not study:
-        raise opt.usage_error("ab", "--report needs --study NAME (`tunelab results` lists studies)")
-    store = opt.open_store("ab", store_path, recover=False)
-    try:
-        report = Study(store, study).last_ab()
-    finally:
-        store.close()
-    if report is None:
-        raise opt.usage_error("ab", f"study {study!r} has no A/B in the store")
-    if as_json:
-        typer.echo(dump(report.to_dict()))
-    else:
-        print_ab(report)
 
 
 # -- sweep ------------------------------------------------------------------------------
@@ -478,7 +502,7 @@ def winner_command(
         raise opt.usage_error(
             "winner", "--slo here takes METRIC<=VALUE bounds (e.g. p99_ttft_ms<=500)"
         )
-    with opt.open_store("winner", store_path, recover=False) as store:
+    with opt.open_store("winner", store_path) as store:
         if study is None:
             studies = store.studies()
             if not studies:

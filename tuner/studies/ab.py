@@ -19,6 +19,8 @@ arms per metric with Welch's t interval over repeats, on the ratio B/A
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -26,12 +28,21 @@ from typing import TYPE_CHECKING, Any, Literal
 from tuner.bench.metrics import delivery_warning
 from tuner.engine.effective import arms_differences
 from tuner.studies.common import TrialRunner, study_name, value_of
+from tuner.studies.sequential import (
+    Decision,
+    Look,
+    SequentialDesign,
+    SequentialError,
+    SequentialMonitor,
+    Spending,
+)
 from tuner.studies.stats import DEFAULT_METRICS, Comparison, Verdict, compare, format_relative
+from tuner.trials.model import Trial
+from tuner.trials.slots import world_size
 
 if TYPE_CHECKING:
     from tuner.bench.workload import Workload
     from tuner.config import EngineConfig
-    from tuner.trials.model import Trial
 
 Order = Literal["abba", "abab"]
 
@@ -70,7 +81,11 @@ class ABReport:
         failures: ``arm/repeat: reason`` for every trial that did not finish.
         a_config, b_config: The two configs (canonical form).
         notes: ``arm/repeat: ...`` for every trial whose responses mostly
-            arrived in one piece, so its TTFT/TPOT/ITL rows read as what they are.
+            arrived in one piece, so its TTFT/TPOT/ITL rows read as what they are;
+            and per-GPU effects when arms ran on several GPUs.
+        looks: The sequential analyses (empty for a fixed-size A/B); the
+            objective row is the last look's repeated confidence interval.
+        stopped: Why a sequential A/B ended (None for a fixed-size one).
     """
 
     study: str
@@ -82,6 +97,8 @@ class ABReport:
     a_config: dict[str, Any] = field(default_factory=dict)
     b_config: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    looks: list[Look] = field(default_factory=list)
+    stopped: Decision | None = None
 
     @property
     def objective_row(self) -> Comparison | None:
@@ -92,10 +109,13 @@ class ABReport:
         row = self.objective_row
         if row is None:
             return f"{self.verdict}: no finished trials measured {self.objective}"
-        return (
+        text = (
             f"{self.verdict} on {self.objective}: B vs A {format_relative(row)} "
-            f"({row.confidence:.0%} interval; A n={row.a.n}, B n={row.b.n}; {row.reason})"
+            f"({row.confidence:.1%} interval; A n={row.a.n}, B n={row.b.n}; {row.reason})"
         )
+        if self.stopped is not None:
+            text += f"; sequential: stopped after {len(self.looks)} look(s), {self.stopped}"
+        return text
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -109,6 +129,8 @@ class ABReport:
             "a_config": self.a_config,
             "b_config": self.b_config,
             "notes": self.notes,
+            "looks": [look.to_dict() for look in self.looks],
+            "stopped": self.stopped.value if self.stopped is not None else None,
         }
 
 
@@ -124,7 +146,9 @@ def build_report(
     """Compare the A and B trials of a study (pure: works on stored trials too).
 
     Metrics that no finished trial of an arm reports are left out; a failed
-    repeat is listed in ``failures`` and simply contributes no sample.
+    repeat is listed in ``failures`` and simply contributes no sample. A
+    sequential A/B (its trials tagged with the design) is replayed look by
+    look, wave by wave, so a stored study gives the verdict its run gave.
     """
     arms: dict[str, list[Trial]] = {"A": [], "B": []}
     for t in trials:
@@ -140,6 +164,7 @@ def build_report(
         for t in trials
         if t.arm in arms and (warning := delivery_warning(t.results or {}, short=True))
     ]
+    notes.extend(gpu_effects(arms["A"] + arms["B"], objective))
     # What vLLM really ran in each arm, not only what was asked (issue 14).
     notes.extend(f"ran: {d.note()}" for d in arms_differences(arms["A"], arms["B"]))
     names = [objective, *[m for m in metrics if m != objective]]
@@ -150,6 +175,9 @@ def build_report(
         if not a or not b:
             continue
         rows.append(compare(name, a, b, confidence=confidence, min_rel_effect=min_rel_effect))
+    looks = replay_looks(arms["A"] + arms["B"], objective)
+    if looks and looks[-1].comparison is not None:
+        rows = [looks[-1].comparison, *[r for r in rows if r.metric != objective]]
     verdict = next((r.verdict for r in rows if r.metric == objective), Verdict.NO_DIFFERENCE)
     first_a = arms["A"][0].config.canonical() if arms["A"] else {}
     first_b = arms["B"][0].config.canonical() if arms["B"] else {}
@@ -163,7 +191,101 @@ def build_report(
         a_config=first_a,
         b_config=first_b,
         notes=notes,
+        looks=looks,
+        stopped=looks[-1].decision if looks else None,
     )
+
+
+def design_of(trials: Sequence[Trial]) -> SequentialDesign | None:
+    """The sequential design the trials were run under (from their tags), None for a fixed A/B."""
+    for t in trials:
+        raw = t.tags.get("sequential")
+        if isinstance(raw, dict):
+            return SequentialDesign(
+                max_repeats=int(raw["max_repeats"]),
+                alpha=float(raw["alpha"]),
+                spending=Spending(raw["spending"]),
+                equivalence=raw.get("equivalence"),
+            )
+    return None
+
+
+def replay_looks(trials: Sequence[Trial], objective: str) -> list[Look]:
+    """The looks of a sequential A/B, one after each wave, as the run made them."""
+    design = design_of(trials)
+    if design is None:
+        return []
+    monitor = SequentialMonitor(design)
+    waves = sorted({int(t.tags.get("wave", t.repeat or 0)) for t in trials})
+    for wave in waves:
+        upto = [t for t in trials if int(t.tags.get("wave", t.repeat or 0)) <= wave]
+        a = [v for t in upto if t.arm == "A" and (v := value_of(t, objective)) is not None]
+        b = [v for t in upto if t.arm == "B" and (v := value_of(t, objective)) is not None]
+        if monitor.look(objective, a, b).decision is not Decision.CONTINUE:
+            break
+    if monitor.looks and not monitor.decided:
+        # Ended early without a decision (failures, interruption): say so.
+        final = monitor.looks[-1]
+        monitor.looks[-1] = Look(
+            final.n_a, final.n_b, final.level, Decision.EXHAUSTED, final.comparison
+        )
+    return monitor.looks
+
+
+def gpu_effects(trials: Sequence[Trial], objective: str) -> list[str]:
+    """Per-GPU deviation of the objective from its arm's geometric mean, when arms used several GPUs.
+
+    With arms swapped between GPUs, a GPU that is slower for both arms shows
+    as the same negative deviation in both: a node effect the swap cancels
+    from the verdict, reported so the user can look at that GPU.
+    """
+    slots = {t.gpu_slot for t in trials if t.gpu_slot}
+    if len(slots) < 2:
+        return []
+    centre: dict[str, float] = {}
+    for arm in ("A", "B"):
+        values = [v for t in trials if t.arm == arm and (v := value_of(t, objective))]
+        if values and all(v > 0 for v in values):
+            centre[arm] = statistics.fmean(math.log(v) for v in values)
+    per_gpu: dict[str, list[float]] = {}
+    for t in trials:
+        v = value_of(t, objective)
+        if t.gpu_slot and t.arm in centre and v and v > 0:
+            per_gpu.setdefault(t.gpu_slot, []).append(math.log(v) - centre[t.arm])
+    parts = [
+        f"GPU {gpu} {math.exp(statistics.fmean(devs)) - 1.0:+.1%} (n={len(devs)})"
+        for gpu, devs in sorted(per_gpu.items())
+    ]
+    return (
+        [f"per-GPU effect on {objective} (vs the arm's mean): " + ", ".join(parts)] if parts else []
+    )
+
+
+def _waves(total: int, pairs: int, order: Order) -> list[list[tuple[str, int]]]:
+    """(arm, repeat) per wave: one round per wave on one slot (ABBA), ``pairs`` rounds side by side on more."""
+    if pairs <= 1:
+        return [
+            [(arm, rep) for arm, rep in schedule(total, order) if rep == r] for r in range(total)
+        ]
+    return [
+        [(arm, r) for r in range(start, min(total, start + pairs)) for arm in ("A", "B")]
+        for start in range(0, total, pairs)
+    ]
+
+
+def _placement(
+    wave: int, plan: list[tuple[str, int]], slots: list[tuple[str, ...]]
+) -> list[tuple[str, ...] | None]:
+    """Exact GPUs per trial of a parallel wave: pair i on slots 2i and 2i+1, A and B swapping each wave."""
+    if len(slots) < 2:
+        return [None] * len(plan)
+    out: list[tuple[str, ...] | None] = []
+    for index, (arm, _) in enumerate(plan):
+        pair = index // 2
+        a_first = (wave + pair) % 2 == 0
+        first = (arm == "A") == a_first
+        out.append(slots[2 * pair] if first else slots[2 * pair + 1])
+    return out
 
 
 async def run_ab(
@@ -179,51 +301,94 @@ async def run_ab(
     metrics: Sequence[str] = DEFAULT_METRICS,
     confidence: float = 0.95,
     min_rel_effect: float = 0.0,
+    max_repeats: int | None = None,
+    equivalence: float | None = None,
+    spending: Spending = Spending.POCOCK,
     on_trial: Callable[[Trial], None] | None = None,
 ) -> ABReport:
     """Run an A/B of ``a`` against ``b`` and compare them.
+
+    With one GPU slot (or none) the arms alternate in ``order``, one round
+    (one launch per arm) at a time. With two slots or more, A and B run at
+    the same time, as many pairs per wave as the slots hold, and the GPU each
+    arm gets swaps from wave to wave so GPU-to-GPU differences cancel.
+    With ``max_repeats`` (or ``equivalence``) the A/B is sequential
+    (tuner.studies.sequential): after every wave it stops once the repeated
+    interval excludes no change, or lies inside +-``equivalence``.
 
     Args:
         a: Config of arm A (the baseline).
         b: Config of arm B (the candidate).
         workload: The same workload for every trial.
-        runner: Runs each trial (store, events and run options).
-        repeats: Trials per arm (>= 2 for a verdict; 3–5 is typical).
-        order: ``abba`` (counterbalanced, default) or ``abab``.
+        runner: Runs each trial (store, events, run options, GPU slots).
+        repeats: Trials per arm of a fixed-size A/B (>= 2 for a verdict).
+        order: ``abba`` (counterbalanced, default) or ``abab`` (one slot).
         study: Study name (default ``ab-<time>``).
         objective: The metric of the overall verdict.
         metrics: The other metrics to compare.
-        confidence: Two-sided confidence level of the intervals.
+        confidence: Two-sided confidence level of the intervals (sequential:
+            over all looks together).
         min_rel_effect: Smallest relative difference that counts as a win.
+        max_repeats: Sequential stopping: launches per arm at most.
+        equivalence: Sequential stopping: stop as "no difference" inside
+            +- this fraction (max_repeats defaults to 6 when only this is given).
+        spending: The alpha-spending function of the sequential design.
         on_trial: Called with each trial once it reached a final state.
 
     Raises:
-        ABError: A bad repeat count or order, or arms on different models.
+        ABError: A bad repeat count, order or design, or arms on different models.
     """
-    from tuner.trials.model import Trial
-
     if a.model != b.model:
         raise ABError(
             f"arms A and B serve different models ({a.model} vs {b.model}); an A/B compares "
             "knobs on one model — use two studies to compare models"
         )
-    plan = schedule(repeats, order)
+    schedule(repeats, order)  # validates repeats and order
+    design: SequentialDesign | None = None
+    if max_repeats is not None or equivalence is not None:
+        try:
+            design = SequentialDesign(max_repeats or 6, 1.0 - confidence, spending, equivalence)
+        except SequentialError as exc:
+            raise ABError(str(exc)) from None
+    total = design.max_repeats if design else repeats
     name = study or study_name("ab")
+    size = max(world_size(Trial(a, workload)), world_size(Trial(b, workload)))
+    slots = [slot.devices for slot in runner.pool.slots(size)]
+    pairs = len(slots) // 2
+    tags: dict[str, Any] = {
+        "kind": "ab",
+        "order": order if pairs < 1 else "parallel-swap",
+        "repeats": total,
+    }
+    if design is not None:
+        tags["sequential"] = {
+            "max_repeats": design.max_repeats,
+            "alpha": design.alpha,
+            "spending": design.spending.value,
+            "equivalence": design.equivalence,
+        }
+    monitor = SequentialMonitor(design) if design else None
     done: list[Trial] = []
-    for arm, rep in plan:
-        trial = Trial(
-            config=a if arm == "A" else b,
-            workload=workload,
-            study=name,
-            objective=objective,
-            arm=arm,
-            repeat=rep,
-            tags={"kind": "ab", "order": order, "repeats": repeats},
-        )
-        finished = await runner.one(trial)
-        done.append(finished)
-        if on_trial is not None:
-            on_trial(finished)
+    for wave, plan in enumerate(_waves(total, pairs, order)):
+        batch = [
+            Trial(
+                config=a if arm == "A" else b,
+                workload=workload,
+                study=name,
+                objective=objective,
+                arm=arm,
+                repeat=rep,
+                tags={**tags, "wave": wave},
+            )
+            for arm, rep in plan
+        ]
+        finished = await runner.all(batch, _placement(wave, plan, slots), on_trial)
+        done.extend(finished)
+        if monitor is not None:
+            a_values = [v for t in done if t.arm == "A" and (v := value_of(t, objective))]
+            b_values = [v for t in done if t.arm == "B" and (v := value_of(t, objective))]
+            if monitor.look(objective, a_values, b_values).decision is not Decision.CONTINUE:
+                break
     return build_report(
         done,
         study=name,

@@ -10,24 +10,35 @@ tests) pass through it without the study code knowing about them.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tuner.studies.space import Constraint
+from tuner.trials.context import resolve_context
+from tuner.trials.model import Trial, TrialStatus, metric
+from tuner.trials.runner import run_trial, run_workloads
+from tuner.trials.slots import GpuPool, GpuSlot, node_gpus, run_parallel
 
 if TYPE_CHECKING:
     from tuner.config import EngineConfig
     from tuner.trials.events import TrialEventCallback
-    from tuner.trials.model import Trial
     from tuner.trials.store import TrialStore
 
 
 @dataclass
 class TrialRunner:
-    """Runs a study's trials through the trial runner with fixed options.
+    """Runs a study's trials through the trial runner with fixed options, on GPU slots.
+
+    Every study runs its trials through here, and every trial through the
+    one scheduler (:func:`tuner.trials.slots.run_parallel` on the study's
+    :class:`~tuner.trials.slots.GpuPool`): each engine is pinned to its own
+    GPUs and its telemetry window restricted to them; without GPUs trials run
+    one after another, unpinned, as on a CPU machine.
 
     Attributes:
         store: Where every trial is recorded.
@@ -36,19 +47,33 @@ class TrialRunner:
             sampler, startup_timeout, extra_env ...).
         command_for: Builds the engine command line per config — engine
             doubles in tests only; production leaves it None (real vLLM).
+        gpus: The GPU ids the study may use (``--gpus``); None: all visible.
     """
 
     store: TrialStore
     on_event: TrialEventCallback | None = None
     options: dict[str, Any] = field(default_factory=dict)
     command_for: Callable[[EngineConfig], list[str]] | None = None
+    gpus: list[str] | None = None
     _contexts: dict[str, Any] = field(default_factory=dict, repr=False)
+    _pool: GpuPool | None = field(default=None, repr=False)
+
+    @property
+    def pool(self) -> GpuPool:
+        """The study's GPUs (empty on a machine without GPUs), found once.
+
+        Raises:
+            SlotError: ``gpus`` names GPUs the node does not show.
+        """
+        if self._pool is None:
+            self._pool = GpuPool(node_gpus(self.gpus))
+        return self._pool
+
+    def slot_count(self, size: int = 1) -> int:
+        """Trials of ``size`` GPUs that can run at once (1 without GPUs)."""
+        return max(1, self.pool.slot_count(size))
 
     async def _kwargs(self, config: EngineConfig) -> dict[str, Any]:
-        import asyncio
-
-        from tuner.trials.runner import resolve_context
-
         kwargs = dict(self.options)
         if "context" not in kwargs:
             # Introspection and model analysis once per model, not once per trial.
@@ -62,21 +87,54 @@ class TrialRunner:
             kwargs["engine_command"] = self.command_for(config)
         return kwargs
 
-    async def one(self, trial: Trial) -> Trial:
-        """Run one trial to a final state (its own engine)."""
-        from tuner.trials.runner import run_trial
+    async def _pinned(self, config: EngineConfig, slot: GpuSlot | None) -> dict[str, Any]:
+        kwargs = await self._kwargs(config)
+        if slot is not None:
+            platform = kwargs["context"].target.platform
+            kwargs["extra_env"] = {**kwargs.get("extra_env", {}), **slot.env(platform)}
+            kwargs["gpu_indices"] = slot.indices
+        return kwargs
 
-        kwargs = await self._kwargs(trial.config)
+    async def _run_one(self, trial: Trial, slot: GpuSlot | None) -> Trial:
+        kwargs = await self._pinned(trial.config, slot)
         return await run_trial(trial, self.store, on_event=self.on_event, **kwargs)
 
-    async def many(self, trials: list[Trial]) -> list[Trial]:
-        """Run trials of one config on one engine, one workload after another."""
-        from tuner.trials.runner import run_workloads
+    async def one(self, trial: Trial, devices: Sequence[str] | None = None) -> Trial:
+        """Run one trial to a final state (its own engine, on free GPUs or ``devices``)."""
+        (done,) = await run_parallel([trial], self._run_one, self.pool, placement=[devices])
+        return done
 
+    async def all(
+        self,
+        trials: Sequence[Trial],
+        placement: Sequence[Sequence[str] | None] | None = None,
+        on_done: Callable[[Trial], None] | None = None,
+    ) -> list[Trial]:
+        """Run trials side by side, as many at once as the GPUs hold (one at a time without).
+
+        ``on_done`` is called with each trial as soon as it is final (not when all are).
+        """
+
+        async def run(trial: Trial, slot: GpuSlot | None) -> Trial:
+            done = await self._run_one(trial, slot)
+            if on_done is not None:
+                on_done(done)
+            return done
+
+        return await run_parallel(trials, run, self.pool, placement=placement)
+
+    async def many(self, trials: list[Trial]) -> list[Trial]:
+        """Run trials of one config on one engine (one slot), one workload after another."""
         if not trials:
             return []
-        kwargs = await self._kwargs(trials[0].config)
-        return await run_workloads(trials, self.store, on_event=self.on_event, **kwargs)
+
+        async def on_slot(first: Trial, slot: GpuSlot | None) -> Trial:
+            kwargs = await self._pinned(first.config, slot)
+            done = await run_workloads(trials, self.store, on_event=self.on_event, **kwargs)
+            return done[0]
+
+        await run_parallel([trials[0]], on_slot, self.pool)
+        return trials
 
 
 def study_name(kind: str) -> str:
@@ -86,8 +144,6 @@ def study_name(kind: str) -> str:
 
 def value_of(trial: Trial, key: str) -> float | None:
     """A numeric result of a finished trial (None when absent or the trial did not finish)."""
-    from tuner.trials.model import TrialStatus, metric
-
     if trial.status is not TrialStatus.DONE:
         return None
     return metric(trial, key)
@@ -95,8 +151,6 @@ def value_of(trial: Trial, key: str) -> float | None:
 
 def meets(trial: Trial, constraints: Iterable[Constraint]) -> bool:
     """True when the trial finished and every SLO constraint holds on its results."""
-    from tuner.trials.model import TrialStatus
-
     if trial.status is not TrialStatus.DONE:
         return False
     return all(c.met(value_of(trial, c.metric)) for c in constraints)
@@ -104,8 +158,6 @@ def meets(trial: Trial, constraints: Iterable[Constraint]) -> bool:
 
 def point_key(trial: Trial) -> str:
     """Identity of a measured point: the same config under the same workload."""
-    import json
-
     return trial.config_id + ":" + json.dumps(trial.workload.to_dict(), sort_keys=True)
 
 

@@ -23,6 +23,7 @@ region), while pruned trials count as bad outcomes, steering the search away
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -161,7 +162,12 @@ def load_study(
         "maximize" if metric_direction(m) is Direction.HIGHER else "minimize" for m in objectives
     ]
     # Constraints reach the sampler through Trial.set_constraint (Optuna 5).
-    sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=5, multivariate=True)
+    # constant_liar: points still being measured (several GPU slots at once) count as
+    # bad guesses for the next suggestion, so parallel asks do not pile onto one point
+    # (Optuna's TPESampler docs, "constant_liar").
+    sampler = optuna.samplers.TPESampler(
+        seed=seed, n_startup_trials=5, multivariate=True, constant_liar=True
+    )
     if not create:
         try:
             return optuna.load_study(study_name=name, storage=store, sampler=sampler)
@@ -467,8 +473,6 @@ async def run_search(
     """
     from optuna.trial import TrialState
 
-    from tuner.trials.model import Trial
-
     if not space.params:
         raise SearchError("the search space is empty; give --param KEY=V1,V2 or --space FILE")
     if n_trials < 1:
@@ -490,46 +494,99 @@ async def run_search(
         failed=0,
         recovered=recovered,
     )
-    asked = 0
-    while report.measured + report.failed < n_trials and asked < 3 * n_trials + 10:
-        asked += 1
-        ot = opt.ask()
-        ot.set_user_attr("owner", owner)
-        values = {p.key: suggest(ot, p) for p in space.params}
-        knobs = {k: v for k, v in values.items() if k not in WORKLOAD_KEYS}
-        load = {k: v for k, v in {**space.fixed, **values}.items() if k in WORKLOAD_KEYS}
-        trial = Trial(
-            config=base.with_values(knobs),
-            workload=replace(workload, **load),
-            study=study,
-            objective=objectives[0],
-            tags={
-                "kind": "search",
-                "optuna_number": ot.number,
-                "values": values,
-                "storage": url,
-                "slo": [str(c) for c in space.constraints],
-            },
-        )
-        ot.set_user_attr("tunelab_trial_id", trial.id)
-        try:
-            with _Heartbeat(opt._storage, ot._trial_id):
-                done = await runner.one(trial)
-        except BaseException:
-            # Ctrl-C or a bug: the point was not measured; say so in the study at once.
-            with contextlib.suppress(Exception):
-                ot.set_user_attr("interrupted", True)
-                opt.tell(ot, state=TrialState.FAIL)
-            raise
-        report.trials.append(done.id)
-        outcome = tell_outcome(opt, ot, done, objectives, space.constraints)
-        if outcome is TrialState.PRUNED:
-            report.pruned += 1
-        elif outcome is TrialState.COMPLETE:
-            report.measured += 1
-        else:
-            report.failed += 1
-        if on_trial is not None:
-            on_trial(done)
+    budget = _Budget(n_trials)
+
+    async def worker() -> None:
+        while budget.take():
+            done = await _measure_one(
+                opt, base, workload, space, runner, study, url, owner, objectives
+            )
+            trial, outcome = done
+            report.trials.append(trial.id)
+            if outcome is TrialState.PRUNED:
+                report.pruned += 1
+            elif outcome is TrialState.COMPLETE:
+                report.measured += 1
+            else:
+                report.failed += 1
+            budget.finished(outcome is TrialState.COMPLETE or outcome is TrialState.FAIL)
+            if on_trial is not None:
+                on_trial(trial)
+
+    # As many points in flight as the GPU slots hold (one without GPUs).
+    width = max(1, min(runner.slot_count(), n_trials))
+    await asyncio.gather(*(worker() for _ in range(width)))
     report.best = best_trials(opt)
     return report
+
+
+@dataclass
+class _Budget:
+    """How many points the parallel workers may still start (shared, one event loop).
+
+    Rule-invalid points (pruned) do not count towards ``n_trials``; at most
+    ``3 * n_trials + 10`` points are asked in all.
+    """
+
+    n_trials: int
+    counted: int = 0
+    in_flight: int = 0
+    asked: int = 0
+
+    def take(self) -> bool:
+        if self.counted + self.in_flight >= self.n_trials or self.asked >= 3 * self.n_trials + 10:
+            return False
+        self.asked += 1
+        self.in_flight += 1
+        return True
+
+    def finished(self, counts: bool) -> None:
+        self.in_flight -= 1
+        self.counted += int(counts)
+
+
+async def _measure_one(
+    opt: Any,
+    base: EngineConfig,
+    workload: Workload,
+    space: Space,
+    runner: TrialRunner,
+    study: str,
+    url: str,
+    owner: str,
+    objectives: list[str],
+) -> tuple[Trial, Any]:
+    """Ask one point, measure it on a free slot, tell the outcome: (trial, Optuna state)."""
+    from optuna.trial import TrialState
+
+    from tuner.trials.model import Trial
+
+    ot = opt.ask()
+    ot.set_user_attr("owner", owner)
+    values = {p.key: suggest(ot, p) for p in space.params}
+    knobs = {k: v for k, v in values.items() if k not in WORKLOAD_KEYS}
+    load = {k: v for k, v in {**space.fixed, **values}.items() if k in WORKLOAD_KEYS}
+    trial = Trial(
+        config=base.with_values(knobs),
+        workload=replace(workload, **load),
+        study=study,
+        objective=objectives[0],
+        tags={
+            "kind": "search",
+            "optuna_number": ot.number,
+            "values": values,
+            "storage": url,
+            "slo": [str(c) for c in space.constraints],
+        },
+    )
+    ot.set_user_attr("tunelab_trial_id", trial.id)
+    try:
+        with _Heartbeat(opt._storage, ot._trial_id):
+            done = await runner.one(trial)
+    except BaseException:
+        # Ctrl-C or a bug: the point was not measured; say so in the study at once.
+        with contextlib.suppress(Exception):
+            ot.set_user_attr("interrupted", True)
+            opt.tell(ot, state=TrialState.FAIL)
+        raise
+    return done, tell_outcome(opt, ot, done, objectives, space.constraints)

@@ -213,11 +213,10 @@ async def run_sweep(
                 if on_trial is not None:
                     on_trial(trial)
         else:
-            for point, trial in batch:
-                done = await runner.one(trial)
+            # Side by side on the GPU slots (one after another without GPUs).
+            finished = await runner.all([t for _, t in batch], on_done=on_trial)
+            for (point, _), done in zip(batch, finished, strict=True):
                 point.trials.append(done)
-                if on_trial is not None:
-                    on_trial(done)
         for point in fresh:
             point.met_slo = bool(point.trials) and all(meets(t, constraints) for t in point.trials)
         step = SweepStep(param.key, points)

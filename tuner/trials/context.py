@@ -13,6 +13,9 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tuner.telemetry import select_backend
+from tuner.trials.slots import SlotError, gpu_count
+
 if TYPE_CHECKING:
     from tuner.model import ModelInfo
     from tuner.rules import Target
@@ -77,8 +80,6 @@ def _resolve_target(python: str) -> tuple[Target, tuple[str, ...]]:
 
 def _node_gpus(notes: list[str]) -> tuple[int, float | None]:
     """GPU count (forced or from telemetry) and one GPU's memory in GiB, for the rules."""
-    from tuner.trials.slots import SlotError, gpu_count
-
     try:
         count = gpu_count()
     except SlotError as exc:
@@ -87,8 +88,6 @@ def _node_gpus(notes: list[str]) -> tuple[int, float | None]:
     if not count:
         return 0, None
     try:
-        from tuner.telemetry import select_backend
-
         backend = select_backend("auto")
         try:
             total = backend.snapshot(0).vram_total if backend.count() else None

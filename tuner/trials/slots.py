@@ -14,22 +14,25 @@ GPU ids of the slots are then relative to it, exactly as the user's own
 ``CUDA_VISIBLE_DEVICES`` restricts which ids are used.
 
 The GPU count comes from the telemetry backend, or is forced with
-``TUNELAB_FORCE_GPU_COUNT`` or a parameter (how the scheduling is tested on
-machines without GPUs).
+``TUNELAB_FORCE_GPU_COUNT`` or a parameter: fake GPUs, for tests and
+benchmarks of the scheduling on machines without GPUs (the engine double then
+records the visibility variables it was given).
+
+This is the one scheduler of every study (A/B, sweep, search): a
+:class:`GpuPool` hands out GPUs to trials, and :func:`run_parallel` runs trials
+on it — mixed engine sizes packed first-fit so that no GPU idles while a
+trial that fits waits behind a bigger one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import sys
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 
-from tuner.trials.events import TrialEventCallback
+from tuner.telemetry import select_backend
 from tuner.trials.model import Trial
-from tuner.trials.store import TrialStore
 
 FORCE_ENV = "TUNELAB_FORCE_GPU_COUNT"
 _PARALLEL_KEYS = ("tensor-parallel-size", "pipeline-parallel-size", "data-parallel-size")
@@ -101,8 +104,6 @@ def gpu_count(forced: int | None = None) -> int:
         if forced < 0:
             raise SlotError(f"GPU count must be >= 0, got {forced}")
         return forced
-    from tuner.telemetry import select_backend
-
     backend = select_backend("auto")
     try:
         return backend.count()
@@ -148,79 +149,193 @@ def make_slots(
     ]
 
 
+def parse_gpu_list(text: str) -> list[str]:
+    """``"0,1,2,3"`` → ``["0", "1", "2", "3"]`` (the ``--gpus`` option).
+
+    Raises:
+        SlotError: An empty list or a repeated id.
+    """
+    ids = [part.strip() for part in text.split(",") if part.strip()]
+    if not ids:
+        raise SlotError(f"--gpus needs GPU ids such as 0,1,2,3; got {text!r}")
+    if len(set(ids)) != len(ids):
+        raise SlotError(f"--gpus lists a GPU twice: {text!r}")
+    return ids
+
+
+def node_gpus(restrict: Sequence[str] | None = None, forced: int | None = None) -> list[str]:
+    """The GPU ids a study may use: all visible ones, or ``restrict`` (which must be among them).
+
+    Raises:
+        SlotError: ``restrict`` names a GPU this node does not show.
+    """
+    ids = visible_ids(gpu_count(forced))
+    if restrict is None:
+        return ids
+    unknown = [g for g in restrict if g not in ids]
+    if unknown:
+        shown = ",".join(ids) or "none"
+        raise SlotError(
+            f"--gpus names GPU {','.join(unknown)} but this node shows {shown}; "
+            "pick ids from that list"
+        )
+    return list(restrict)
+
+
+@dataclass
+class _Waiter:
+    size: int
+    devices: tuple[str, ...] | None
+    future: asyncio.Future[GpuSlot]
+
+
+@dataclass
+class GpuPool:
+    """The study's GPUs, handed out to trials so that no GPU is ever booked twice.
+
+    Requests are served in order, except that a later request that fits the
+    free GPUs is granted while an earlier, bigger one waits (first-fit
+    backfill): a TP=2 trial waiting for two GPUs does not keep a TP=1 trial
+    off the one GPU that is free. A request may name exact devices (the A/B's
+    arm-to-GPU swap); it then waits for those.
+
+    Attributes:
+        ids: The GPU ids, in order.
+    """
+
+    ids: list[str]
+    _free: list[str] = field(default_factory=list, init=False, repr=False)
+    _waiters: list[_Waiter] = field(default_factory=list, init=False, repr=False)
+    _taken: int = field(default=0, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._free = list(self.ids)
+
+    @property
+    def free(self) -> tuple[str, ...]:
+        return tuple(self._free)
+
+    def slot_count(self, size: int = 1) -> int:
+        """How many engines of ``size`` GPUs fit at once."""
+        return len(self.ids) // max(1, size)
+
+    def slots(self, size: int = 1) -> list[GpuSlot]:
+        """The pool cut into slots of ``size`` GPUs, in id order (for fixed placements)."""
+        return [
+            GpuSlot(n, tuple(self.ids[n * size : (n + 1) * size]))
+            for n in range(self.slot_count(size))
+        ]
+
+    async def acquire(self, size: int, devices: Sequence[str] | None = None) -> GpuSlot:
+        """GPUs for one engine: any ``size`` free ones, or exactly ``devices``.
+
+        Raises:
+            SlotError: More GPUs than the pool has, or devices outside it.
+        """
+        wanted = tuple(devices) if devices is not None else None
+        if wanted is not None:
+            size = len(wanted)
+            if any(d not in self.ids for d in wanted):
+                raise SlotError(f"GPUs {','.join(wanted)} are not all in this study's GPUs")
+        if size > len(self.ids):
+            raise SlotError(
+                f"a config needs {size} GPUs per engine but only {len(self.ids)} are available; "
+                "lower tensor-parallel-size or run on a larger node (or widen --gpus)"
+            )
+        waiter = _Waiter(size, wanted, asyncio.get_running_loop().create_future())
+        self._waiters.append(waiter)
+        self._grant()
+        try:
+            return await waiter.future
+        except BaseException:
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+            if waiter.future.done() and not waiter.future.cancelled():
+                self.release(waiter.future.result())
+            raise
+
+    def release(self, slot: GpuSlot) -> None:
+        """Give a slot's GPUs back and serve whoever fits now."""
+        for device in slot.devices:
+            if device in self._free:
+                raise SlotError(f"GPU {device} released twice")
+            self._free.append(device)
+        self._free.sort(key=self.ids.index)
+        self._grant()
+
+    def _grant(self) -> None:
+        for waiter in list(self._waiters):
+            if waiter.future.done():  # cancelled; its task removes it when it resumes
+                self._waiters.remove(waiter)
+                continue
+            if len(self._free) < waiter.size:
+                continue
+            if waiter.devices is not None:
+                if any(d not in self._free for d in waiter.devices):
+                    continue
+                chosen = waiter.devices
+            else:
+                chosen = tuple(self._free[: waiter.size])
+            for device in chosen:
+                self._free.remove(device)
+            self._waiters.remove(waiter)
+            waiter.future.set_result(GpuSlot(self._taken, chosen))
+            self._taken += 1
+
+
+RunOnSlot = Callable[[Trial, GpuSlot | None], Awaitable[Trial]]
+
+
 async def run_parallel(
     trials: Sequence[Trial],
-    store: TrialStore,
+    run: RunOnSlot,
+    pool: GpuPool | None,
     *,
-    gpus: int | None = None,
-    platform: str | None = None,
-    on_event: TrialEventCallback | None = None,
-    **run_kwargs: Any,
+    placement: Sequence[Sequence[str] | None] | None = None,
 ) -> list[Trial]:
-    """Runs ``trials`` on as many GPU slots at once as the node has, each engine pinned to its slot.
-
-    Trials are taken in order by the first free slot. On a node without GPUs
-    (count 0) they run one after another, unpinned.
+    """Runs ``trials`` on the pool's GPUs, as many at once as fit, each on its own slot.
 
     Args:
-        trials: The trials (any configs).
-        store: Where every state change is committed (shared by all slots).
-        gpus: Force the GPU count (default: TUNELAB_FORCE_GPU_COUNT or telemetry).
-        platform: rocm/cuda/cpu, to choose the visibility variables (default:
-            the trials' recorded platform, else CUDA's variable only).
-        on_event: Receives every trial's events.
-        **run_kwargs: Passed to :func:`tuner.trials.runner.run_trial`
-            (python, sampler, startup_timeout, context, engine_command ...).
+        trials: The trials (any configs; each needs TP x PP x DP GPUs).
+        run: Runs one trial pinned to a slot (None: no GPUs, unpinned).
+        pool: The study's GPUs; None or empty runs the trials one after
+            another, unpinned (a CPU machine).
+        placement: Exact devices per trial (None entries: any free GPUs).
 
     Returns:
-        The trials in their input order, each in a final state.
-    """
-    from tuner.trials.context import resolve_context
-    from tuner.trials.runner import run_trial
+        What ``run`` returned, in the input order.
 
+    Raises:
+        SlotError: A trial needs more GPUs than the pool has (checked before
+            anything starts).
+    """
     if not trials:
         return []
-    per_engine = max(world_size(t) for t in trials)
-    slots = make_slots(gpu_count(gpus), per_engine)
-    if not slots:
-        for trial in trials:
-            await run_trial(trial, store, on_event=on_event, **run_kwargs)
-        return list(trials)
-    # One rules context per model, resolved once (not once per trial and slot).
-    contexts: dict[str, Any] = {}
-    given = run_kwargs.pop("context", None)
-    python = run_kwargs.get("python", sys.executable)
-    for trial in trials:
-        model = trial.config.model
-        if model not in contexts:
-            contexts[model] = given or await asyncio.to_thread(resolve_context, model, python)
-    queue: asyncio.Queue[Trial] = asyncio.Queue()
-    for trial in trials:
-        queue.put_nowait(trial)
+    if pool is None or not pool.ids:
+        return [await run(trial, None) for trial in trials]
+    sizes = [world_size(t) for t in trials]
+    if max(sizes) > len(pool.ids):
+        raise SlotError(
+            f"a config needs {max(sizes)} GPUs per engine but only {len(pool.ids)} are available; "
+            "lower tensor-parallel-size or run on a larger node (or widen --gpus)"
+        )
+    wanted = list(placement) if placement is not None else [None] * len(trials)
 
-    async def worker(slot: GpuSlot) -> None:
-        while True:
-            try:
-                trial = queue.get_nowait()
-            except asyncio.QueueEmpty:
-                return
-            context = contexts[trial.config.model]
-            await run_trial(
-                trial,
-                store,
-                on_event=on_event,
-                context=context,
-                extra_env=slot.env(platform or context.target.platform),
-                gpu_indices=slot.indices,
-                **run_kwargs,
-            )
+    async def one(trial: Trial, size: int, devices: Sequence[str] | None) -> Trial:
+        slot = await pool.acquire(size, devices)
+        try:
+            return await run(trial, slot)
+        finally:
+            pool.release(slot)
 
-    tasks = [asyncio.create_task(worker(slot), name=f"gpu-slot-{slot.number}") for slot in slots]
+    tasks = [
+        asyncio.create_task(one(t, n, d), name=f"trial-{t.id}")
+        for t, n, d in zip(trials, sizes, wanted, strict=True)
+    ]
     try:
-        await asyncio.gather(*tasks)
+        return list(await asyncio.gather(*tasks))
     except BaseException:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
-    return list(trials)
