@@ -260,3 +260,11 @@ def test_real_0_32_cpu_log_of_torch_sdpa_and_full_graphs() -> None:
     assert eff.received is not None and "'attention_backend': 'TORCH_SDPA'" in eff.received
     backend = next(m for m in eff.mismatches if m.knob == "attention-backend")
     assert backend.evidence == "Cannot use AttentionBackendEnum.TORCH_SDPA backend on CPU."
+
+
+def test_ab_without_recorded_starts_adds_no_effective_notes() -> None:
+    a = _trial({}, None, arm="A")
+    b = _trial({"max-num-seqs": 2}, None, arm="B")
+    assert effective.arms_differences([a], [b]) == []
+    report = build_report([a, b], study="eff", objective="output_throughput")
+    assert not [n for n in report.notes if n.startswith("ran: ")]

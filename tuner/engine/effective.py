@@ -411,11 +411,18 @@ class _RanTrial(Protocol):
 
 
 def arms_differences(a: Sequence[_RanTrial], b: Sequence[_RanTrial]) -> list[ArmDifference]:
-    """arm_differences of two arms' trials (the first trial of each arm whose start was read)."""
+    """arm_differences of two arms' trials (the first trial of each arm whose start was read).
+
+    Empty when neither arm's start was read (trials stored before effective
+    configs were recorded, or engine doubles): the requested difference is
+    already in the report's configs, and there is no evidence to add.
+    """
     if not a or not b:
         return []
     first_a = next((t for t in a if t.effective), a[0])
     first_b = next((t for t in b if t.effective), b[0])
+    if not first_a.effective and not first_b.effective:
+        return []
     return arm_differences(
         first_a.config.engine,
         of_trial(first_a.effective),
