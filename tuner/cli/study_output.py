@@ -12,6 +12,8 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
+from tuner.cli.safe_text import markup
+
 if TYPE_CHECKING:
     from tuner.cli.trial_progress import TrialProgressDisplay
     from tuner.studies.ab import ABReport
@@ -83,19 +85,18 @@ def _num(value: float | None, spec: str = ",.2f") -> str:
 
 def print_ab(report: ABReport) -> None:
     from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
 
     from tuner.studies.stats import Verdict, format_relative
 
     console = Console(highlight=False)
-    table = Table(title=f"A/B study {report.study}", title_justify="left")
+    table = Table(title=f"A/B study {markup(report.study)}", title_justify="left")
     for col in ("metric", "better", "A mean ± sd", "B mean ± sd", "B vs A [95% CI]", "verdict"):
         table.add_column(col, justify="right" if col not in ("metric", "verdict") else "left")
     for row in report.rows:
         color = {Verdict.A_BETTER: "cyan", Verdict.B_BETTER: "green"}.get(row.verdict, "dim")
         table.add_row(
-            row.metric,
+            markup(row.metric),
             row.direction.value,
             f"{_num(row.a.mean)} ± {_num(row.a.std)} (n={row.a.n})",
             f"{_num(row.b.mean)} ± {_num(row.b.std)} (n={row.b.n})",
@@ -104,23 +105,24 @@ def print_ab(report: ABReport) -> None:
         )
     console.print(table)
     for failure in report.failures:
-        console.print(f"[red]not measured[/]: {escape(failure)}")
+        console.print(f"[red]not measured[/]: {markup(failure)}")
     for note in report.notes:
         if note.startswith("ran: "):  # requested vs effective (tuner.engine.effective)
-            console.print(f"[yellow]effective[/]: {escape(note.removeprefix('ran: '))}")
+            console.print(f"[yellow]effective[/]: {markup(note.removeprefix('ran: '))}")
         else:
-            console.print(f"[yellow]delivery[/]: {escape(note)}")
-    console.print(f"[bold]{escape(report.summary())}[/]")
+            console.print(f"[yellow]delivery[/]: {markup(note)}")
+    console.print(f"[bold]{markup(report.summary())}[/]")
 
 
 def print_sweep(report: SweepReport) -> None:
     from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
 
     console = Console(highlight=False)
     for step in report.steps:
-        table = Table(title=f"sweep {step.knob} (study {report.study})", title_justify="left")
+        table = Table(
+            title=f"sweep {markup(step.knob)} (study {markup(report.study)})", title_justify="left"
+        )
         for col in ("values", report.objective, "SLO", "trials"):
             table.add_column(col)
         for p in step.points:
@@ -128,25 +130,24 @@ def print_sweep(report: SweepReport) -> None:
                 " [bold green]<- kept[/]" if p.value == step.best and step.best is not None else ""
             )
             table.add_row(
-                escape(" ".join(f"{k}={v}" for k, v in p.values.items())) + mark,
+                markup(" ".join(f"{k}={v}" for k, v in p.values.items())) + mark,
                 _num(p.objective(report.objective)),
                 "met" if p.met_slo else "[red]missed[/]",
-                " ".join(f"{t.short_id}:{t.status}" for t in p.trials),
+                markup(" ".join(f"{t.short_id}:{t.status}" for t in p.trials)),
             )
         console.print(table)
         if step.note:
-            console.print(f"[yellow]{escape(step.note)}[/]")
+            console.print(f"[yellow]{markup(step.note)}[/]")
     best = " ".join(f"{k}={v}" for k, v in report.best_values.items()) or "none"
-    console.print(f"[bold]best:[/] {escape(best)}  (trial {report.best_trial or '-'})")
+    console.print(f"[bold]best:[/] {markup(best)}  (trial {markup(report.best_trial or '-')})")
 
 
 def print_search(report: SearchReport) -> None:
     from rich.console import Console
-    from rich.markup import escape
 
     console = Console(highlight=False)
     console.print(
-        f"study [bold]{escape(report.study)}[/] in {escape(report.storage)}: "
+        f"study [bold]{markup(report.study)}[/] in {markup(report.storage)}: "
         f"{report.measured} measured, {report.pruned} pruned by the rules, {report.failed} failed"
         + (f", {len(report.recovered)} interrupted point(s) recovered" if report.recovered else "")
     )
@@ -159,35 +160,36 @@ def print_search(report: SearchReport) -> None:
         )
         params = " ".join(f"{k}={v}" for k, v in b["params"].items())
         console.print(
-            f"{title}: #{b['number']} {escape(params)} -> {values} (trial {b['tunelab_trial_id']})"
+            f"{title}: #{b['number']} {markup(params)} -> {markup(values)} (trial {markup(b['tunelab_trial_id'])})"
         )
 
 
 def print_winner(report: WinnerReport) -> None:
     from rich.console import Console
-    from rich.markup import escape
 
     console = Console(highlight=False)
     w = report.winner
     rep = w.representative()
     console.print(
-        f"[bold]winner[/] of {escape(report.study)} by {report.objective}"
-        + (f" under {', '.join(report.constraints)}" if report.constraints else "")
-        + f": trial {rep.short_id} (config {rep.config_id}), mean {_num(w.mean)} over {len(w.samples)} run(s)"
+        f"[bold]winner[/] of {markup(report.study)} by {markup(report.objective)}"
+        + (f" under {markup(', '.join(report.constraints))}" if report.constraints else "")
+        + f": trial {markup(rep.short_id)} (config {rep.config_id}), mean {_num(w.mean)} over {len(w.samples)} run(s)"
     )
     knobs = {**rep.config.env, **{k: v for k, v in rep.config.engine.items()}}
-    console.print("  " + escape(" ".join(f"{k}={v}" for k, v in sorted(knobs.items()))))
+    console.print("  " + markup(" ".join(f"{k}={v}" for k, v in sorted(knobs.items()))))
     varied = rep.tags.get("values")
     if isinstance(varied, dict) and varied:
-        console.print("  varied: " + escape(" ".join(f"{k}={v}" for k, v in varied.items())))
+        console.print("  varied: " + markup(" ".join(f"{k}={v}" for k, v in varied.items())))
     if report.runner_up is not None:
         r = report.runner_up.representative()
         console.print(
-            f"runner-up: trial {r.short_id} (config {r.config_id}), mean "
+            f"runner-up: trial {markup(r.short_id)} (config {r.config_id}), mean "
             f"{_num(report.runner_up.mean)} over {len(report.runner_up.samples)} run(s)"
         )
-    console.print(escape(report.statement))
+    console.print(markup(report.statement))
     if report.excluded:
         console.print(
-            "[dim]excluded: " + ", ".join(f"{n} {k}" for k, n in report.excluded.items()) + "[/]"
+            "[dim]excluded: "
+            + markup(", ".join(f"{n} {k}" for k, n in report.excluded.items()))
+            + "[/]"
         )

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from tuner.cli import options as opt
+from tuner.cli.safe_text import clean, markup
 
 if TYPE_CHECKING:
     from tuner.trials.model import Trial
@@ -139,7 +140,19 @@ def results_command(
             f"unknown status {status!r}; use one of {', '.join(s.value for s in TrialStatus)}",
         )
     with opt.open_store("results", store_path, recover=False) as store:
-        trials = store.list(study, status)
+        scan = store.scan(study, status)
+        trials = scan.trials
+        if scan.bad:
+            # One bad row must not hide the rest (issue 19): name it, show the others.
+            listed = "; ".join(f"{clean(b.id)} ({clean(b.reason)})" for b in scan.bad)
+            typer.echo(
+                f"warning: {len(scan.bad)} unreadable row(s) left out of {store.path}: {listed}",
+                err=True,
+            )
+            if as_json:
+                typer.echo(
+                    json.dumps({"unreadable_rows": [b.to_dict() for b in scan.bad]}), err=True
+                )
         if as_json:
             typer.echo(to_json(trials))
             return
@@ -157,12 +170,12 @@ def show_command(
     store_path: opt.StoreOpt = None,
 ) -> None:
     """Show one trial in full: config, workload, findings, results, telemetry, log path and tail."""
-    from tuner.trials.store import TrialNotFound
+    from tuner.trials.store import StoreError
 
     with opt.open_store("show", store_path, recover=False) as store:
         try:
             trial = store.get(trial_id)
-        except TrialNotFound as exc:
+        except StoreError as exc:  # not found, ambiguous, or an unreadable row
             raise opt.usage_error("show", str(exc)) from None
     if as_json:
         data = _jsonable(trial.to_dict())
@@ -228,10 +241,10 @@ def _print_table(trials: list[Trial], path: Path, study: str | None) -> None:
 
     console = Console(highlight=False)
     if not trials:
-        where = f" in study {study!r}" if study else ""
-        console.print(f"No trials{where} in {path}. Run one with `tunelab run`.")
+        where = f" in study {markup(repr(study))}" if study else ""
+        console.print(f"No trials{where} in {markup(path)}. Run one with `tunelab run`.")
         return
-    table = Table(title=f"Trials ({len(trials)}) in {path}", title_justify="left")
+    table = Table(title=f"Trials ({len(trials)}) in {markup(path)}", title_justify="left")
     for name, justify in (
         ("id", "left"),
         ("study", "left"),
@@ -249,17 +262,18 @@ def _print_table(trials: list[Trial], path: Path, study: str | None) -> None:
     for t in trials:
         style = _STATUS_STYLE.get(t.status.value, "")
         objective = t.objective_value
+        # Every stored string is foreign (a handed-over store, a hostile name): escaped.
         table.add_row(
-            t.short_id,
-            t.study,
+            markup(t.short_id),
+            markup(t.study),
             f"[{style}]{t.status.value}[/]",
-            t.config_id[:8] + (f" {t.arm}" if t.arm else ""),
+            t.config_id[:8] + (f" {markup(t.arm)}" if t.arm else ""),
             _workload_text(t),
-            f"{t.objective}={_fmt(objective, ',.2f')}" if objective is not None else "-",
+            f"{markup(t.objective)}={_fmt(objective, ',.2f')}" if objective is not None else "-",
             _fmt(metric(t, "output_throughput")),
             _fmt(metric(t, "p99_ttft_ms")),
             _fmt(metric(t, "p99_itl_ms")),
-            t.backend_actual or "-",
+            markup(t.backend_actual or "-"),
             _fmt(t.startup_seconds),
         )
     console.print(table)
@@ -267,7 +281,6 @@ def _print_table(trials: list[Trial], path: Path, study: str | None) -> None:
 
 def _print_trial(trial: Trial, *, tail: bool) -> None:
     from rich.console import Console
-    from rich.markup import escape
 
     from tuner.engine import effective
     from tuner.trials.model import metric
@@ -275,16 +288,16 @@ def _print_trial(trial: Trial, *, tail: bool) -> None:
     console = Console(highlight=False)
     style = _STATUS_STYLE.get(trial.status.value, "")
     console.print(
-        f"[bold]Trial {trial.id}[/] · study {escape(trial.study)} · [{style}]{trial.status.value}[/]"
-        + (f" · arm {trial.arm}" if trial.arm else "")
+        f"[bold]Trial {markup(trial.id)}[/] · study {markup(trial.study)} · [{style}]{trial.status.value}[/]"
+        + (f" · arm {markup(trial.arm)}" if trial.arm else "")
         + (f" · repeat {trial.repeat}" if trial.repeat is not None else "")
     )
     cfg = trial.config
-    console.print(f"[bold]Model:[/] {escape(cfg.model)}  [dim](config {trial.config_id})[/]")
+    console.print(f"[bold]Model:[/] {markup(cfg.model)}  [dim](config {trial.config_id})[/]")
     knobs = {**cfg.env, **cfg.engine}
     if knobs:
         console.print(
-            "[bold]Knobs:[/] " + escape(" ".join(f"{k}={v}" for k, v in sorted(knobs.items())))
+            "[bold]Knobs:[/] " + markup(" ".join(f"{k}={v}" for k, v in sorted(knobs.items())))
         )
     console.print(
         f"[bold]Workload:[/] {_workload_text(trial)} warm-up {trial.workload.warmup_requests}"
@@ -293,26 +306,31 @@ def _print_trial(trial: Trial, *, tail: bool) -> None:
         gpus = f", GPUs: {', '.join(trial.gpu_names)}" if trial.gpu_names else ""
         slot = f", CUDA_VISIBLE_DEVICES={trial.gpu_slot}" if trial.gpu_slot else ""
         console.print(
-            f"[bold]vLLM:[/] {trial.vllm_version or '?'} on {trial.platform or '?'}{gpus}{slot}"
+            "[bold]vLLM:[/] "
+            + markup(f"{trial.vllm_version or '?'} on {trial.platform or '?'}{gpus}{slot}")
         )
     if trial.backend_actual or trial.backend_requested:
         how = " (implied by the platform)" if trial.backend_inferred else ""
         console.print(
-            f"[bold]Attention backend:[/] requested {trial.backend_requested or 'auto'}, "
-            f"actual {trial.backend_actual or 'unknown'}{how}"
+            f"[bold]Attention backend:[/] requested {markup(trial.backend_requested or 'auto')}, "
+            f"actual {markup(trial.backend_actual or 'unknown')}{how}"
         )
     ran = effective.of_trial(trial.effective)
     if ran is not None:
         differ = ", ".join(f"{m.knob} ({m.requested} -> {m.effective})" for m in ran.mismatches)
         console.print(
             f"[bold]Effective config:[/] {len(ran.values)} knob(s) read from vLLM's log; "
-            + (f"[yellow]differs from the request: {escape(differ)}[/]" if differ else "as requested")
+            + (
+                f"[yellow]differs from the request: {markup(differ)}[/]"
+                if differ
+                else "as requested"
+            )
         )
     if trial.startup_seconds is not None:
         console.print(f"[bold]Engine start-up:[/] {trial.startup_seconds:.1f} s")
     for f in trial.findings:
         color = {"error": "red", "warning": "yellow"}.get(str(f.get("severity")), "cyan")
-        console.print(f"[{color}]{f.get('severity')}[/]: {escape(str(f.get('message')))}")
+        console.print(f"[{color}]{markup(f.get('severity'))}[/]: {markup(f.get('message'))}")
     if trial.results:
         rows = [
             ("output tok/s", "output_throughput", ",.1f"),
@@ -341,7 +359,7 @@ def _print_trial(trial: Trial, *, tail: bool) -> None:
             f"peak running {_fmt(srv.get('peak_running_requests'), '.0f')}, "
             f"peak waiting {_fmt(srv.get('peak_waiting_requests'), '.0f')}, "
             f"preemptions {_fmt(srv.get('preemptions'), '.0f')}"
-            + "".join(f"; {escape(str(n))}" for n in notes)
+            + "".join(f"; {markup(n)}" for n in notes)
         )
     if trial.telemetry:
         tel = trial.telemetry
@@ -352,9 +370,9 @@ def _print_trial(trial: Trial, *, tail: bool) -> None:
             f"{_fmt(tel.get('tokens_per_joule'), '.2f')} tokens/J"
         )
     if trial.failure_reason:
-        console.print(f"[red]Reason:[/] {escape(trial.failure_reason)}")
+        console.print(f"[red]Reason:[/] {markup(trial.failure_reason)}")
     if trial.log_path:
-        console.print(f"[bold]Engine log:[/] {escape(trial.log_path)}")
+        console.print(f"[bold]Engine log:[/] {markup(trial.log_path)}")
         if tail:
             for line in _log_tail(trial.log_path, LOG_TAIL_LINES):
-                console.print(f"  [dim]{escape(line)}[/]")
+                console.print(f"  [dim]{markup(line)}[/]")

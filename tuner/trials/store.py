@@ -16,6 +16,7 @@ telemetry ...) are JSON columns, readable with any SQLite client.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -29,6 +30,8 @@ from typing import Any
 
 import psutil
 
+from tuner.bench.workload import Workload
+from tuner.config import EngineConfig
 from tuner.trials.model import Trial, TrialStatus
 
 # 2: the study_settings table (a study's chosen baseline; tuner.lab.study).
@@ -122,6 +125,34 @@ class TrialNotFound(StoreError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class UnreadableRow(StoreError):
+    """One stored row does not parse (raised inside the store, reported as a BadRow)."""
+
+    def __init__(self, trial_id: str, reason: str) -> None:
+        super().__init__(f"trial {trial_id}: {reason}")
+        self.trial_id = trial_id
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class BadRow:
+    """A stored row that could not be read: its id and why (shown, never hidden)."""
+
+    id: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"id": self.id, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class StoreScan:
+    """The readable trials of a query and the rows that were not."""
+
+    trials: list[Trial]
+    bad: list[BadRow]
+
+
 @dataclass(frozen=True)
 class StudySummary:
     """One study in the store: how many trials in which state."""
@@ -147,6 +178,18 @@ def default_path() -> Path:
     from tuner import paths
 
     return paths.data_dir() / DB_NAME
+
+
+def _known_keys(value: Any, cls: type, what: str) -> Any:
+    """``value`` without the keys dataclass ``cls`` lacks (fields a newer tunelab wrote)."""
+    if not isinstance(value, dict):
+        raise UnreadableRow("?", f"{what} is not a JSON object")
+    known = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in value.items() if k in known}
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())[:200]
 
 
 def _json(value: Any) -> str:
@@ -263,18 +306,33 @@ class TrialStore:
 
     @staticmethod
     def _from_row(row: sqlite3.Row) -> Trial:
-        data: dict[str, Any] = {"id": row["id"]}
-        for name in SCALAR_FIELDS:
-            data[name] = row[name]
-        data["backend_inferred"] = bool(data["backend_inferred"])
-        for name in JSON_FIELDS:
-            raw = row[name]
-            data[name] = None if raw is None else json.loads(raw)
-        for name in ("findings", "gpu_names"):
-            data[name] = data[name] or []
-        for name in ("tags", "timings"):
-            data[name] = data[name] or {}
-        return Trial.from_dict(data)
+        """The trial of one row.
+
+        Keys a newer tunelab may add inside the workload or config JSON are
+        dropped (an older tunelab reads what it knows); anything else that
+        does not parse raises :class:`UnreadableRow`.
+        """
+        try:
+            data: dict[str, Any] = {"id": row["id"]}
+            for name in SCALAR_FIELDS:
+                data[name] = row[name]
+            data["backend_inferred"] = bool(data["backend_inferred"])
+            for name in JSON_FIELDS:
+                raw = row[name]
+                data[name] = None if raw is None else json.loads(raw)
+            for name in ("findings", "gpu_names"):
+                data[name] = data[name] or []
+            for name in ("tags", "timings"):
+                data[name] = data[name] or {}
+            data["workload"] = _known_keys(data["workload"], Workload, "workload")
+            data["config"] = _known_keys(data["config"], EngineConfig, "config")
+            return Trial.from_dict(data)
+        except UnreadableRow as exc:
+            raise UnreadableRow(str(row["id"]), exc.reason) from None
+        except json.JSONDecodeError as exc:
+            raise UnreadableRow(str(row["id"]), f"bad JSON ({exc.msg})") from None
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise UnreadableRow(str(row["id"]), _one_line(str(exc)) or type(exc).__name__) from None
 
     # -- writing -----------------------------------------------------------------
     def add(self, trial: Trial) -> Trial:
@@ -364,7 +422,7 @@ class TrialStore:
         with self._lock:
             row = self._conn.execute("SELECT * FROM trials WHERE id = ?", (key,)).fetchone()
             if row is not None:
-                return self._from_row(row)
+                return self._read_one(row)
             pattern = key.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
             rows = self._conn.execute(
                 "SELECT * FROM trials WHERE id LIKE ? ESCAPE '\\' ORDER BY seq LIMIT 6", (pattern,)
@@ -378,12 +436,32 @@ class TrialStore:
             raise TrialNotFound(
                 f"trial id prefix {key!r} is ambiguous ({ids}...); give more characters"
             )
-        return self._from_row(rows[0])
+        return self._read_one(rows[0])
+
+    def _read_one(self, row: sqlite3.Row) -> Trial:
+        try:
+            return self._from_row(row)
+        except UnreadableRow as exc:
+            raise StoreError(
+                f"trial {exc.trial_id} in {self.path} cannot be read ({exc.reason}); "
+                "`tunelab results` lists the readable ones"
+            ) from None
 
     def list(
         self, study: str | None = None, status: TrialStatus | str | None = None
     ) -> list[Trial]:
-        """Trials in the order they were added, optionally of one study and/or status."""
+        """Trials in the order they were added, optionally of one study and/or status.
+
+        Rows that cannot be read are left out (see :meth:`scan` to name them).
+        """
+        return self.scan(study, status).trials
+
+    def scan(self, study: str | None = None, status: TrialStatus | str | None = None) -> StoreScan:
+        """Like :meth:`list`, plus the rows that could not be read and why.
+
+        One bad row (bad JSON, a status this tunelab does not know, a broken
+        config) must not hide the others (issue 19): it is named, not raised.
+        """
         where, args = [], []
         if study is not None:
             where.append("study = ?")
@@ -398,7 +476,14 @@ class TrialStore:
         )
         with self._lock:
             rows = self._conn.execute(sql, args).fetchall()
-        return [self._from_row(r) for r in rows]
+        trials: list[Trial] = []
+        bad: list[BadRow] = []
+        for row in rows:
+            try:
+                trials.append(self._from_row(row))
+            except UnreadableRow as exc:
+                bad.append(BadRow(exc.trial_id, exc.reason))
+        return StoreScan(trials, bad)
 
     def studies(self) -> list[StudySummary]:
         """Every study with its trial counts per status, oldest first."""
