@@ -32,6 +32,7 @@ from tuner.bench.client import (
     cancel_all,
 )
 from tuner.bench.control import ControlError
+from tuner.bench.datasets import jsonl_prompts, prefix_prompts, trace_requests
 from tuner.bench.http import split_base_url
 from tuner.bench.metrics import compute_metrics, one_chunk_fraction, summarize_failures
 from tuner.bench.progress import ProgressCallback, ProgressReporter
@@ -215,6 +216,34 @@ async def _token_pool(
         raise BenchError(f"{exc}; {_TOKEN_OPTIONS}") from None
 
 
+async def _build_prompts(
+    client: BenchClient,
+    workload: Workload,
+    tokenizer_path: str | None,
+    model: str | None,
+    root: str | None,
+) -> tuple[list[Prompt], list[Prompt], str, list[float] | None]:
+    """(prompts, warm-ups, where prompts came from, trace offsets or None) for the dataset."""
+    kind = workload.dataset_kind or ("sharegpt" if workload.dataset_path else "random")
+    n, n_warm = workload.num_prompts, workload.warmup_requests
+    if kind == "sharegpt":
+        prompts = sharegpt_prompts(workload, n)
+        return prompts, sharegpt_prompts(workload, n_warm, salt=1), str(workload.dataset_path), None
+    if kind == "jsonl":
+        warm = jsonl_prompts(workload, n_warm, salt=1)
+        return jsonl_prompts(workload, n), warm, str(workload.dataset_path), None
+    pool = await _token_pool(client, tokenizer_path, model, root)
+    if kind == "trace":
+        prompts, offsets = trace_requests(workload, pool)
+        warm = random_prompts(workload, pool, n_warm, salt=1)
+        return prompts, warm, f"trace {workload.dataset_path} ({pool.source})", offsets
+    if kind == "prefix":
+        warm = prefix_prompts(workload, pool, n_warm, salt=1)
+        return prefix_prompts(workload, pool, n), warm, pool.source, None
+    warm = random_prompts(workload, pool, n_warm, salt=1)
+    return random_prompts(workload, pool, n), warm, pool.source, None
+
+
 def _url_and_headers(url: str, headers: dict[str, str] | None) -> tuple[str, dict[str, str]]:
     """Validate the URL; move userinfo credentials into an Authorization header.
 
@@ -357,15 +386,9 @@ async def run_benchmark(
         root = None
         if not model:
             client.model, root = await resolve_model(client)
-        if workload.dataset_path:
-            prompts = sharegpt_prompts(workload, workload.num_prompts)
-            warm = sharegpt_prompts(workload, workload.warmup_requests, salt=1)
-            source = workload.dataset_path
-        else:
-            pool = await _token_pool(client, tokenizer_path, model, root)
-            prompts = random_prompts(workload, pool, workload.num_prompts)
-            warm = random_prompts(workload, pool, workload.warmup_requests, salt=1)
-            source = pool.source
+        prompts, warm, source, trace = await _build_prompts(
+            client, workload, tokenizer_path, model, root
+        )
         bodies = [client.body(p) for p in prompts]
         if warm:
             await _warmup(client, warm, workload.concurrency)
@@ -402,7 +425,7 @@ async def run_benchmark(
         t0 = perf_counter()
         try:
             if workload.duration_s is None:
-                offsets = arrival_offsets(workload, len(prompts))
+                offsets = trace or arrival_offsets(workload, len(prompts))
                 for i, off in enumerate(offsets):
                     wait = t0 + off - perf_counter()
                     if wait > 0:

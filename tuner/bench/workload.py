@@ -24,6 +24,9 @@ class WorkloadError(ValueError):
     """A workload that cannot be run; the message says what to change."""
 
 
+DATASET_KINDS = ("", "sharegpt", "jsonl", "trace", "prefix")
+
+
 @dataclass(frozen=True)
 class Workload:
     """One benchmark workload.
@@ -43,8 +46,15 @@ class Workload:
             is burstier, higher is more regular.
         warmup_requests: Requests sent and awaited before measuring.
         seed: Makes prompts, lengths and arrival times repeatable.
-        dataset_path: ShareGPT-format JSON to take prompts from instead of
-            random token ids.
+        dataset_path: File to take prompts from instead of random token ids
+            (ShareGPT JSON, or JSONL for the "jsonl" and "trace" kinds).
+        dataset_kind: "" (ShareGPT when dataset_path is set, else random),
+            "jsonl" (``{"prompt": ..., "output_len": ...}`` per line), "trace"
+            (``{"timestamp": s, "input_len": n, "output_len": m}`` per line,
+            replayed at its arrival times) or "prefix" (random prompts sharing
+            prefix_groups prefixes of prefix_len tokens, for prefix caching).
+        prefix_groups: Distinct shared prefixes for the "prefix" kind.
+        prefix_len: Tokens of each shared prefix (before input_len more).
         endpoint: `completions` (/v1/completions) or `chat`.
         text_prompts: Send random prompts as text decoded from their ids, so
             the server tokenises them as it would a real client's (and as
@@ -65,6 +75,9 @@ class Workload:
     warmup_requests: int = 0
     seed: int = 0
     dataset_path: str | None = None
+    dataset_kind: str = ""
+    prefix_groups: int = 0
+    prefix_len: int = 0
     endpoint: Endpoint = "completions"
     text_prompts: bool = False
     slo: dict[str, float] = field(default_factory=dict)
@@ -101,6 +114,19 @@ class Workload:
             )
         if self.warmup_requests < 0:
             raise WorkloadError(f"warmup_requests must be >= 0, got {self.warmup_requests}")
+        if self.dataset_kind not in DATASET_KINDS:
+            raise WorkloadError(
+                f"dataset kind must be one of {', '.join(k or 'sharegpt' for k in DATASET_KINDS)}, "
+                f"got {self.dataset_kind!r}"
+            )
+        if self.dataset_kind == "trace" and self.duration_s is not None:
+            raise WorkloadError("a trace sets its own arrival times; drop --duration")
+        if self.dataset_kind in ("jsonl", "trace") and not self.dataset_path:
+            raise WorkloadError(f"the {self.dataset_kind} dataset needs --dataset FILE.jsonl")
+        if self.dataset_kind == "prefix" and not (self.prefix_groups >= 1 and self.prefix_len >= 1):
+            raise WorkloadError(
+                "the prefix dataset needs --prefix-groups N >= 1 and --prefix-len L >= 1 tokens"
+            )
         if self.endpoint not in ("completions", "chat"):
             raise WorkloadError(f"endpoint must be 'completions' or 'chat', got {self.endpoint!r}")
         if not 0 < self.request_timeout_s < math.inf:

@@ -128,8 +128,25 @@ def bench_command(
     warmup: Annotated[int, typer.Option("--warmup", help="Uncounted warm-up requests.")] = 0,
     seed: Annotated[int, typer.Option("--seed", help="Makes prompts and arrivals repeatable.")] = 0,
     dataset: Annotated[
-        Path | None, typer.Option("--dataset", help="ShareGPT JSON file for prompts.")
+        Path | None,
+        typer.Option(
+            "--dataset", help="Prompts file: ShareGPT JSON, or JSONL (see --dataset-kind)."
+        ),
     ] = None,
+    dataset_kind: Annotated[
+        str,
+        typer.Option(
+            "--dataset-kind",
+            help="sharegpt (default with --dataset), jsonl, trace (JSONL with arrival times) "
+            "or prefix (shared prefixes).",
+        ),
+    ] = "",
+    prefix_groups: Annotated[
+        int, typer.Option("--prefix-groups", help="prefix kind: distinct shared prefixes.")
+    ] = 0,
+    prefix_len: Annotated[
+        int, typer.Option("--prefix-len", help="prefix kind: tokens per shared prefix.")
+    ] = 0,
     endpoint: Annotated[
         str, typer.Option("--endpoint", help="completions or chat.")
     ] = "completions",
@@ -188,6 +205,9 @@ def bench_command(
             warmup_requests=warmup,
             seed=seed,
             dataset_path=str(dataset) if dataset else None,
+            dataset_kind=dataset_kind,
+            prefix_groups=prefix_groups,
+            prefix_len=prefix_len,
             endpoint=endpoint,  # type: ignore[arg-type]
             text_prompts=text_prompts,
             slo=parse_slo(slo) if slo else {},

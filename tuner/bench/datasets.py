@@ -1,0 +1,141 @@
+"""Datasets users tune with (issue 19 "Then" 8): their prompts, shared prefixes, their traffic.
+
+Beside random tokens and ShareGPT (tuner.bench.prompts):
+
+* ``jsonl``: one ``{"prompt": "...", "output_len": N}`` per line (output_len
+  optional: the workload's), sent as text, shuffled by the seed.
+* ``prefix``: random-token prompts where request i starts with shared prefix
+  i mod prefix_groups (prefix_len tokens each) followed by input_len random
+  tokens — what prefix caching (``--enable-prefix-caching``) is tuned on,
+  like vLLM's ``prefix_repetition`` dataset
+  (vllm/benchmarks/datasets.py PrefixRepetitionRandomDataset).
+* ``trace``: one ``{"timestamp": s, "input_len": n, "output_len": m}`` per
+  line; each request gets random tokens of its lengths and is released at
+  its timestamp (relative to the first), replacing the rate/burstiness
+  schedule — "tune for my traffic".
+
+Files are read bounded (MAX_DATASET_BYTES, MAX_RECORDS) and every bad line is
+a WorkloadError naming the file and line.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+from typing import Any
+
+from tuner.bench.prompts import Prompt, TokenPool, random_prompts
+from tuner.bench.workload import Workload, WorkloadError
+
+MAX_DATASET_BYTES = 512 * 1024 * 1024
+MAX_RECORDS = 1_000_000
+MAX_LEN = 10_000_000  # tokens; a length beyond any context window is a typo
+
+
+def _records(path_text: str | None) -> list[dict[str, Any]]:
+    """The JSON objects of a JSONL file, one per non-blank line."""
+    if not path_text:
+        raise WorkloadError("this dataset needs --dataset FILE.jsonl")
+    path = Path(path_text).expanduser()
+    try:
+        if path.stat().st_size > MAX_DATASET_BYTES:
+            raise WorkloadError(f"dataset {path} is over {MAX_DATASET_BYTES >> 20} MiB")
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise WorkloadError(f"dataset file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise WorkloadError(f"dataset file {path} is not readable UTF-8 text: {exc}") from None
+    out: list[dict[str, Any]] = []
+    for no, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            raise WorkloadError(f"{path} line {no} is not JSON") from None
+        if not isinstance(rec, dict):
+            raise WorkloadError(f"{path} line {no} is not a JSON object")
+        rec["_line"] = no
+        out.append(rec)
+        if len(out) > MAX_RECORDS:
+            raise WorkloadError(f"dataset {path} has over {MAX_RECORDS} records")
+    if not out:
+        raise WorkloadError(f"dataset {path} has no records")
+    return out
+
+
+def _length(rec: dict[str, Any], key: str, path: str, default: int | None = None) -> int:
+    value = rec.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LEN:
+        raise WorkloadError(
+            f"{path} line {rec['_line']}: {key} must be a whole number of tokens from 1 to "
+            f"{MAX_LEN}, got {value!r}"
+        )
+    return value
+
+
+def jsonl_prompts(workload: Workload, count: int, *, salt: int = 0) -> list[Prompt]:
+    """``count`` prompts from a custom JSONL file (cycled, shuffled by the seed)."""
+    path = str(workload.dataset_path)
+    recs = _records(workload.dataset_path)
+    items: list[tuple[str, int]] = []
+    for rec in recs:
+        prompt = rec.get("prompt")
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise WorkloadError(f"{path} line {rec['_line']}: 'prompt' must be non-empty text")
+        items.append((prompt, _length(rec, "output_len", path, workload.output_len)))
+    rng = random.Random(workload.seed * 1_000_003 + salt)
+    rng.shuffle(items)
+    return [Prompt(items[i % len(items)][0], -1, items[i % len(items)][1]) for i in range(count)]
+
+
+def prefix_prompts(
+    workload: Workload, pool: TokenPool, count: int, *, salt: int = 0
+) -> list[Prompt]:
+    """Random prompts, request i opening with shared prefix i mod prefix_groups."""
+    rng = random.Random(workload.seed * 7_777_777 + 5)  # same prefixes for warm-ups too
+    ids = pool.ids
+    prefixes = [
+        [ids[rng.randrange(len(ids))] for _ in range(workload.prefix_len)]
+        for _ in range(workload.prefix_groups)
+    ]
+    suffixes = random_prompts(workload, pool, count, salt=salt)
+    out: list[Prompt] = []
+    for i, p in enumerate(suffixes):
+        head = prefixes[i % len(prefixes)]
+        if isinstance(p.prompt, list):
+            out.append(Prompt(head + p.prompt, len(head) + p.prompt_len, p.output_len))
+        else:
+            assert pool.decode is not None  # random_prompts made text, so it can decode
+            out.append(Prompt(pool.decode(head) + p.prompt, -1, p.output_len))
+    return out
+
+
+def trace_requests(workload: Workload, pool: TokenPool) -> tuple[list[Prompt], list[float]]:
+    """Prompts and release offsets (s) from a trace: at most num_prompts, in time order."""
+    path = str(workload.dataset_path)
+    rows: list[tuple[float, int, int]] = []
+    for rec in _records(workload.dataset_path):
+        ts = rec.get("timestamp")
+        if isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts):
+            raise WorkloadError(f"{path} line {rec['_line']}: timestamp must be seconds")
+        rows.append((float(ts), _length(rec, "input_len", path), _length(rec, "output_len", path)))
+    rows.sort()
+    rows = rows[: workload.num_prompts]
+    t0 = rows[0][0]
+    rng = random.Random(workload.seed * 1_000_003)
+    ids = pool.ids
+    prompts: list[Prompt] = []
+    for _, n_in, n_out in rows:
+        toks = [ids[rng.randrange(len(ids))] for _ in range(n_in)]
+        if workload.endpoint == "chat" or workload.text_prompts:
+            if pool.decode is None:
+                raise WorkloadError(
+                    "a trace replayed as text needs a tokenizer: pass --tokenizer PATH"
+                )
+            prompts.append(Prompt(pool.decode(toks), -1, n_out))
+        else:
+            prompts.append(Prompt(toks, n_in, n_out))
+    return prompts, [ts - t0 for ts, _, _ in rows]
