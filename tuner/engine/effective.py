@@ -421,7 +421,7 @@ def arms_differences(a: Sequence[_RanTrial], b: Sequence[_RanTrial]) -> list[Arm
         return []
     first_a = next((t for t in a if t.effective), a[0])
     first_b = next((t for t in b if t.effective), b[0])
-    if not first_a.effective and not first_b.effective:
+    if not (first_a.effective or {}).get("values") and not (first_b.effective or {}).get("values"):
         return []
     return arm_differences(
         first_a.config.engine,
