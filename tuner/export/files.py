@@ -1,4 +1,5 @@
-"""Atomic file writes: a file is either complete or absent, never half-written.
+"""Atomic file writes: a file is either complete or absent, never half-written;
+several files (:func:`write_all`) all change or none does.
 
 Each file is written to a temporary sibling in the same directory, flushed
 and fsynced, then moved into place with one rename (``os.replace``, or
@@ -116,3 +117,100 @@ def _fsync_dir(directory: Path) -> None:
         pass  # some file systems refuse fsync on directories; the rename is done
     finally:
         os.close(fd)
+
+
+def write_all(files: list[tuple[Path, str | bytes, int]], *, force: bool = False) -> list[Path]:
+    """Writes several files as one change: all new, or (on any failure) all as before.
+
+    Every file is first written and fsynced to a temporary sibling; only then
+    are they moved into place one by one, each existing file first renamed
+    aside. If any step fails, the files already moved are taken back out and
+    the old ones restored, so ``export --force`` never leaves a mix of old and
+    new files.
+
+    Args:
+        files: ``(path, data, mode)`` for each file.
+        force: Replace existing files; without it an existing file is an error
+            before anything is written.
+
+    Raises:
+        ExportError: a file exists (without ``force``) or a write failed;
+            the previous state is restored and no temporary file is left.
+    """
+    if not force:
+        for path, _data, _mode in files:
+            if path.exists():
+                raise ExportError(f"{path} already exists; pass --force to overwrite it")
+    staged: list[tuple[Path, str]] = []
+    moved: list[tuple[Path, str | None]] = []  # (target, backup of the old file or None)
+    current = files[0][0] if files else Path()
+    try:
+        for path, data, mode in files:
+            current = path
+            staged.append((path, _stage(path, data, mode)))
+        for path, tmp in staged:
+            current = path
+            backup: str | None = None
+            if path.exists():
+                backup = _aside(path)
+            try:
+                if force:
+                    os.replace(tmp, path)
+                else:
+                    _link_no_clobber(tmp, path)
+            except BaseException:
+                if backup is not None:
+                    os.replace(backup, path)
+                raise
+            moved.append((path, backup))
+        for directory in {p.parent for p, _ in staged}:
+            _fsync_dir(directory)
+    except OSError as exc:
+        _roll_back(moved)
+        if isinstance(exc, FileExistsError):
+            raise ExportError(f"{current} already exists; pass --force to overwrite it") from None
+        raise ExportError(describe_os_error(exc, current) + "; no file was changed") from None
+    finally:
+        for _path, tmp in staged:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+    for _path, backup in moved:
+        if backup is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(backup)
+    return [path for path, _data, _mode in files]
+
+
+def _stage(path: Path, data: str | bytes, mode: int) -> str:
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        view = memoryview(payload)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fchmod(fd, mode)
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    os.close(fd)
+    return tmp
+
+
+def _aside(path: Path) -> str:
+    """Renames ``path`` to a fresh hidden sibling and returns that name."""
+    fd, backup = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent)
+    os.close(fd)
+    os.replace(path, backup)
+    return backup
+
+
+def _roll_back(moved: list[tuple[Path, str | None]]) -> None:
+    for path, backup in reversed(moved):
+        with contextlib.suppress(OSError):
+            if backup is not None:
+                os.replace(backup, path)
+            else:
+                os.unlink(path)

@@ -10,7 +10,6 @@ this call created are removed again.
 
 from __future__ import annotations
 
-import contextlib
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -20,9 +19,10 @@ from tuner.export.docker import render_docker, target_summary
 from tuner.export.engine_policy import ALLOW_CODE_OPTION, code_loading_args
 from tuner.export.env_policy import split_secrets
 from tuner.export.errors import ExportError, PresetError
-from tuner.export.files import atomic_write
+from tuner.export.files import write_all
 from tuner.export.preset import (
     DEMO_MODEL_PLACEHOLDER,
+    MAX_PRESET_BYTES,
     Preset,
     dump_preset,
     loads_preset,
@@ -101,6 +101,7 @@ def render_texts(
             f"{preset.name}: refusing to export engine arguments that load code ({names}); "
             f"pass {ALLOW_CODE_OPTION} if you trust them and want them in the exported files"
         )
+    _check_sizes(config)
     header = header_lines(
         preset_name=preset.name,
         description=preset.description,
@@ -134,9 +135,31 @@ def render_texts(
     return texts
 
 
+# Linux refuses a single argv or environment string of 32 pages or more
+# (MAX_ARG_STRLEN, 128 KiB): exec fails with "Argument list too long".
+MAX_ARG_BYTES = 128 * 1024 - 1
+
+
+def _check_sizes(config: EngineConfig) -> None:
+    """Refuses values no process could be started with, before anything is written."""
+    items = [*config.serve_args(), *(f"{k}={v}" for k, v in config.env_vars().items())]
+    for item in items:
+        size = len(item.encode("utf-8", "surrogatepass"))
+        if size > MAX_ARG_BYTES:
+            raise ExportError(
+                f"an argument or variable is {size // 1024} KiB ({item[:40]!r}...); Linux "
+                "starts no process with one over 128 KiB (Argument list too long): shorten it"
+            )
+
+
 def _checked_toml(preset: Preset, allow_env: Iterable[str]) -> str:
     """The TOML text, verified to load back as the same config."""
     text = dump_preset(preset)
+    if len(text.encode("utf-8")) > MAX_PRESET_BYTES:
+        raise ExportError(
+            f"{preset.name}: the preset would be {len(text.encode()) // 1024} KiB, over the "
+            f"{MAX_PRESET_BYTES // 1024} KiB that `--preset` reads; shorten its values"
+        )
     # Code-loading arguments were refused (or explicitly allowed) above.
     loaded = loads_preset(
         text,
@@ -201,21 +224,13 @@ def export(
             raise ExportError(
                 f"{', '.join(existing)} already exist(s); pass --force to overwrite, or choose --out"
             )
-    written: list[Path] = []
-    created: list[Path] = []
-    try:
-        for fmt, path in targets.items():
-            existed = path.exists()
-            mode = 0o755 if fmt in EXECUTABLE else 0o644
-            written.append(atomic_write(path, texts[fmt], force=force, mode=mode))
-            if not existed:
-                created.append(path)
-    except ExportError:
-        for path in created:
-            with contextlib.suppress(OSError):
-                path.unlink()
-        raise
-    return written
+    return write_all(
+        [
+            (path, texts[fmt], 0o755 if fmt in EXECUTABLE else 0o644)
+            for fmt, path in targets.items()
+        ],
+        force=force,
+    )
 
 
 def dropped_secrets(source: Preset | EngineConfig) -> list[str]:
