@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from tuner.redact import redact_text, redact_url
 from tuner.studies.common import TrialRunner, meets, value_of
 from tuner.studies.space import WORKLOAD_KEYS, Constraint, Param, Space
 from tuner.studies.stats import Direction, metric_direction
@@ -110,7 +111,7 @@ def open_storage(url: str) -> optuna.storages.RDBStorage:
     warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed")
     if "://" not in url:
         raise SearchError(
-            f"storage {url!r} is not a database URL; use sqlite:///PATH or "
+            f"storage {redact_url(url)!r} is not a database URL; use sqlite:///PATH or "
             "postgresql://USER@HOST/DB"
         )
     url = sqlalchemy_url(url)
@@ -133,10 +134,14 @@ def open_storage(url: str) -> optuna.storages.RDBStorage:
         except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError) as exc:
             racing = ("already exists", "locked", "UNIQUE constraint", "duplicate key")
             if attempt == 5 or not any(word in str(exc) for word in racing):
-                raise SearchError(f"cannot open Optuna storage {url}: {exc.orig}") from None
+                raise SearchError(
+                    f"cannot open Optuna storage {redact_url(url)}: {redact_text(str(exc.orig))}"
+                ) from None
             time.sleep(0.2 + random.random() * 0.5)
         except (sqlalchemy.exc.ArgumentError, ImportError) as exc:
-            raise SearchError(f"cannot open Optuna storage {url}: {exc}") from None
+            raise SearchError(
+                f"cannot open Optuna storage {redact_url(url)}: {redact_text(str(exc))}"
+            ) from None
     raise AssertionError("unreachable")
 
 
@@ -174,7 +179,7 @@ def load_study(
         except KeyError:
             names = [s.study_name for s in optuna.get_all_study_summaries(store)]
             raise SearchError(
-                f"no study {name!r} in {storage}; studies there: {', '.join(names) or 'none'}"
+                f"no study {name!r} in {redact_url(storage)}; studies there: {', '.join(names) or 'none'}"
             ) from None
     study = optuna.create_study(
         study_name=name,
@@ -486,7 +491,7 @@ async def run_search(
     owner = _owner()
     report = SearchReport(
         study=study,
-        storage=url,
+        storage=redact_url(url),  # shown and stored: never the password
         objectives=objectives,
         constraints=[str(c) for c in space.constraints],
         measured=0,
@@ -575,7 +580,7 @@ async def _measure_one(
             "kind": "search",
             "optuna_number": ot.number,
             "values": values,
-            "storage": url,
+            "storage": redact_url(url),  # stored in every trial: never the password
             "slo": [str(c) for c in space.constraints],
         },
     )
