@@ -1,0 +1,253 @@
+"""What a study report says, derived from stored trials by the core's own functions.
+
+Nothing here is computed twice: the baseline, the A/B verdict and the trial to
+export are the application layer's (:class:`tuner.lab.study.Study`, the same
+answers the TUI and the CLI show), the Pareto front is
+:func:`tuner.studies.pareto.pareto_front` and the launch command
+:func:`tuner.export.script.render_script`. This module only groups their
+answers per study so the renderers have plain data to lay out.
+"""
+
+from __future__ import annotations
+
+import platform
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tuner import __version__
+from tuner.bench.metrics import delivery_warning
+from tuner.config import EngineValue
+from tuner.engine.effective import of_trial
+from tuner.export.script import render_script
+from tuner.lab.study import Baseline, Study
+from tuner.studies.ab import ABReport, build_report
+from tuner.studies.common import value_of
+from tuner.studies.pareto import pareto_front
+from tuner.trials.model import Trial, metric
+
+# The headline metrics every trial row shows, in the order a reader scans them.
+ROW_METRICS = (
+    "output_throughput",
+    "request_throughput",
+    "median_ttft_ms",
+    "p99_ttft_ms",
+    "median_itl_ms",
+    "p99_itl_ms",
+    "p99_e2el_ms",
+)
+TELEMETRY_KEYS = ("peak_vram_bytes", "mean_power_w", "energy_j", "tokens_per_joule")
+LATENCY_FOR_FRONT = ("p99_ttft_ms", "p99_itl_ms")
+_UNSET = "default"
+
+
+@dataclass(frozen=True)
+class KnobChange:
+    """One knob whose value differs from the baseline's (``default``: not set there)."""
+
+    key: str
+    baseline: str
+    value: str
+
+
+@dataclass
+class TrialRow:
+    """A trial as the report lists it."""
+
+    trial: Trial
+    changes: list[KnobChange]
+    metrics: dict[str, float | None]
+    telemetry: dict[str, float | None]
+    is_baseline: bool = False
+    delivery: str | None = None
+    mismatches: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        """``A/0``, ``max-num-seqs=64 #1`` or the short id: how the trial is named in plots."""
+        t = self.trial
+        if t.arm:
+            return f"{t.arm}/{t.repeat}"
+        if t.tags.get("kind") == "sweep":
+            return f"{t.tags.get('knob')}={t.tags.get('value')} #{t.repeat}"
+        return t.short_id
+
+
+@dataclass(frozen=True)
+class SweepCurve:
+    """A swept knob: per value, the objective's mean and every sample."""
+
+    knob: str
+    objective: str
+    values: list[str]
+    means: list[float]
+    samples: list[list[float]]
+
+
+@dataclass(frozen=True)
+class FrontPoint:
+    """One finished trial on the throughput-vs-latency plane."""
+
+    label: str
+    latency_ms: float
+    throughput: float
+    on_front: bool
+
+
+@dataclass
+class ReportData:
+    """Everything one study's report shows."""
+
+    study: str
+    generated_at: float
+    tunelab_version: str
+    host: str
+    vllm_versions: list[str]
+    platforms: list[str]
+    gpu_names: list[str]
+    objective: str
+    rows: list[TrialRow]
+    baseline: Baseline | None
+    ab: ABReport | None
+    sweeps: list[SweepCurve]
+    fronts: dict[str, list[FrontPoint]]
+    chosen: Trial | None
+    why_chosen: str
+    launch_script: str | None
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Trials per status, for the header line."""
+        out: dict[str, int] = {}
+        for row in self.rows:
+            out[str(row.trial.status)] = out.get(str(row.trial.status), 0) + 1
+        return out
+
+
+def knob_changes(base: Trial | None, trial: Trial) -> list[KnobChange]:
+    """Knobs (env and engine) whose value differs from the baseline's config."""
+    if base is None:
+        return []
+    mine = _knobs(trial)
+    theirs = _knobs(base)
+    return [
+        KnobChange(key, _text(theirs.get(key)), _text(mine.get(key)))
+        for key in sorted(set(mine) | set(theirs))
+        if mine.get(key) != theirs.get(key)
+    ]
+
+
+def collect(study: Study) -> ReportData:
+    """The report of ``study`` from its stored trials (any status)."""
+    ordered = sorted(study.trials(), key=lambda t: t.created_at)
+    base = study.baseline(ordered)
+    objective = ordered[0].objective if ordered else "output_throughput"
+    rows = [_row(t, base.trial if base else None) for t in ordered]
+    chosen, why = study.export_choice()
+    return ReportData(
+        study=study.name,
+        generated_at=time.time(),
+        tunelab_version=__version__,
+        host=platform.node(),
+        vllm_versions=_distinct(t.vllm_version for t in ordered),
+        platforms=_distinct(t.platform for t in ordered),
+        gpu_names=_distinct(n for t in ordered for n in t.gpu_names),
+        objective=objective,
+        rows=rows,
+        baseline=base,
+        ab=study.last_ab(ordered) or _arms_report(ordered, study.name, objective),
+        sweeps=_sweeps(ordered, objective),
+        fronts={key: _front(rows, key) for key in LATENCY_FOR_FRONT},
+        chosen=chosen,
+        why_chosen=why,
+        launch_script=render_script(chosen.config, header=[]) if chosen is not None else None,
+    )
+
+
+def _row(trial: Trial, base: Trial | None) -> TrialRow:
+    results = trial.results or {}
+    return TrialRow(
+        trial=trial,
+        changes=knob_changes(base, trial),
+        metrics={k: value_of(trial, k) for k in ROW_METRICS},
+        telemetry={k: metric(trial, k) for k in TELEMETRY_KEYS},
+        is_baseline=base is not None and trial.id == base.id,
+        delivery=delivery_warning(results, short=True) if results else None,
+        mismatches=_mismatches(trial),
+    )
+
+
+def _mismatches(trial: Trial) -> list[str]:
+    """What vLLM ran that differs from what the trial asked for (tuner.engine.effective)."""
+    effective = of_trial(trial.effective)
+    if effective is not None:
+        return [m.message() for m in effective.mismatches]
+    if (  # trials stored before effective configs were recorded: the backend alone
+        trial.backend_requested
+        and trial.backend_actual
+        and trial.backend_requested.upper() != trial.backend_actual.upper()
+    ):
+        return [
+            f"requested attention-backend={trial.backend_requested}, "
+            f"but vLLM ran {trial.backend_actual}"
+        ]
+    return []
+
+
+def _arms_report(trials: Sequence[Trial], study: str, objective: str) -> ABReport | None:
+    """An A/B run by the CLI (trials with arms, no remembered A/B): its arms, as stored."""
+    arms = [t for t in trials if t.arm in ("A", "B")]
+    if not {t.arm for t in arms} >= {"A", "B"}:
+        return None
+    return build_report(arms, study=study, objective=objective)
+
+
+def _sweeps(trials: Sequence[Trial], objective: str) -> list[SweepCurve]:
+    by_knob: dict[str, dict[str, list[float]]] = {}
+    for t in trials:
+        if t.tags.get("kind") != "sweep" or (v := value_of(t, objective)) is None:
+            continue
+        points = by_knob.setdefault(str(t.tags.get("knob")), {})
+        points.setdefault(_text(t.tags.get("value")), []).append(v)
+    curves = []
+    for knob, points in by_knob.items():
+        values = list(points)
+        curves.append(
+            SweepCurve(
+                knob=knob,
+                objective=objective,
+                values=values,
+                means=[statistics.fmean(points[v]) for v in values],
+                samples=[points[v] for v in values],
+            )
+        )
+    return curves
+
+
+def _front(rows: Sequence[TrialRow], latency_key: str) -> list[FrontPoint]:
+    pts = [
+        (r.label, lat, thr)
+        for r in rows
+        if (lat := r.metrics.get(latency_key)) is not None
+        and (thr := r.metrics.get("output_throughput")) is not None
+    ]
+    front = set(pareto_front([(lat, thr) for _, lat, thr in pts]))
+    return [FrontPoint(label, lat, thr, i in front) for i, (label, lat, thr) in enumerate(pts)]
+
+
+def _knobs(trial: Trial) -> dict[str, EngineValue]:
+    return {**trial.config.env, **trial.config.engine}
+
+
+def _text(value: Any) -> str:
+    return _UNSET if value is None else str(value)
+
+
+def _distinct(values: Any) -> list[str]:
+    seen: dict[str, None] = {}
+    for v in values:
+        if v:
+            seen.setdefault(str(v), None)
+    return list(seen)

@@ -1,0 +1,186 @@
+"""The report as one self-contained HTML page: inline CSS and SVG, no script, no network.
+
+Every string that did not come from tunelab itself (study and model names,
+knob values, failure reasons, log-derived text) goes through
+:func:`html.escape`, so a hostile value in the store cannot inject markup.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from collections.abc import Iterable
+
+from tuner.report import plots
+from tuner.report.data import ReportData
+from tuner.studies.stats import format_relative
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:2em auto;max-width:72em;
+padding:0 1em;color:#1f2328}
+h1{font-size:1.6em}h2{border-bottom:1px solid #d0d7de;padding-bottom:.2em;margin-top:1.6em}
+table{border-collapse:collapse;margin:.6em 0;font-size:13px}
+td,th{border:1px solid #d0d7de;padding:.25em .55em;text-align:right;vertical-align:top}
+th{background:#f6f8fa}td.l,th.l{text-align:left}
+tr.base td{background:#fff8c5}.warn{color:#9a6700}.bad{color:#cf222e}.good{color:#1a7f37}
+code,pre{font:12px ui-monospace,SFMono-Regular,Menlo,monospace}
+pre{background:#f6f8fa;padding:.8em;overflow-x:auto}
+.fig{margin:.6em 0}.muted{color:#656d76}
+"""
+
+
+def _e(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _num(value: float | None, digits: int = 4) -> str:
+    return "—" if value is None else f"{value:.{digits}g}"
+
+
+def _table(head: Iterable[str], rows: Iterable[Iterable[str]], left: int = 1) -> str:
+    cols = list(head)
+    out = ["<table><tr>"]
+    out += [f'<th class="{"l" if i < left else ""}">{_e(h)}</th>' for i, h in enumerate(cols)]
+    out.append("</tr>")
+    for row in rows:
+        out.append("<tr>" + "".join(row) + "</tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def _cell(text: str, left: bool = False, cls: str = "") -> str:
+    classes = " ".join(c for c in ("l" if left else "", cls) if c)
+    return f'<td class="{classes}">{text}</td>' if classes else f"<td>{text}</td>"
+
+
+def _trial_rows(data: ReportData) -> str:
+    head = ["trial", "status", "vs baseline", "out tok/s", "p99 TTFT ms", "p99 ITL ms",
+            "p99 E2E ms", "peak VRAM GiB", "tok/J", "notes"]
+    body = []
+    for row in data.rows:
+        t = row.trial
+        vram = row.telemetry.get("peak_vram_bytes")
+        notes = [*row.mismatches]
+        if row.delivery:
+            notes.append(row.delivery)
+        if t.failure_reason:
+            notes.append(t.failure_reason)
+        changes = "<br>".join(
+            f"<code>{_e(c.key)}</code>: {_e(c.baseline)} → {_e(c.value)}" for c in row.changes
+        ) or ("★ baseline" if row.is_baseline else "same config")
+        cells = [
+            _cell(f"<code>{_e(t.short_id)}</code> {_e(row.label)}", left=True),
+            _cell(_e(t.status), left=True, cls="bad" if t.status.value == "failed" else ""),
+            _cell(changes, left=True),
+            _cell(_num(row.metrics.get("output_throughput"))),
+            _cell(_num(row.metrics.get("p99_ttft_ms"))),
+            _cell(_num(row.metrics.get("p99_itl_ms"))),
+            _cell(_num(row.metrics.get("p99_e2el_ms"))),
+            _cell(_num(vram / 2**30 if vram is not None else None, 3)),
+            _cell(_num(row.telemetry.get("tokens_per_joule"), 3)),
+            _cell("<br>".join(_e(n) for n in notes), left=True, cls="warn" if notes else ""),
+        ]
+        body.append(cells)
+    return _table(head, body, left=3)
+
+
+def _ab_section(data: ReportData) -> str:
+    ab = data.ab
+    if ab is None:
+        return ""
+    head = ["metric", "A mean", "B mean", "B vs A", "n A/B", "verdict"]
+    body = [
+        [
+            _cell(f"<code>{_e(r.metric)}</code>", left=True),
+            _cell(_num(r.a.mean)),
+            _cell(_num(r.b.mean)),
+            _cell(_e(format_relative(r))),
+            _cell(f"{r.a.n}/{r.b.n}"),
+            _cell(_e(r.verdict.value), left=True),
+        ]
+        for r in ab.rows
+    ]
+    extra = "".join(f'<p class="warn">{_e(n)}</p>' for n in [*ab.failures, *ab.notes])
+    return (
+        "<h2>A/B verdict</h2>"
+        f"<p><b>{_e(ab.summary())}</b></p>"
+        f'<div class="fig">{plots.forest(ab)}</div>'
+        + _table(head, body)
+        + extra
+    )
+
+
+def _figures(data: ReportData) -> str:
+    parts = []
+    for curve in data.sweeps:
+        parts.append(f"<h2>Sweep: {_e(curve.knob)}</h2><div class='fig'>{plots.sweep(curve)}</div>")
+    for key, points in data.fronts.items():
+        if points:
+            parts.append(
+                f"<h2>Throughput vs {_e(key)}</h2><div class='fig'>{plots.front(points, key)}</div>"
+            )
+    tele = plots.telemetry(data.rows)
+    parts.append("<h2>Telemetry</h2>")
+    parts.append(
+        f"<div class='fig'>{tele}</div>"
+        if tele
+        else "<p class='muted'>No GPU telemetry was sampled for these trials (CPU engine or no "
+        "GPU library): power, VRAM and tokens per joule are not available.</p>"
+    )
+    return "".join(parts)
+
+
+def _winner_section(data: ReportData) -> str:
+    if data.chosen is None:
+        return f"<h2>Winner</h2><p class='muted'>{_e(data.why_chosen)}</p>"
+    out = [
+        "<h2>Winner</h2>",
+        f"<p>Trial <code>{_e(data.chosen.id)}</code>: {_e(data.why_chosen)}</p>",
+    ]
+    if data.launch_script:
+        out.append("<p>Launch command (as exported by <code>tunelab export</code>):</p>")
+        out.append(f"<pre>{_e(data.launch_script)}</pre>")
+    return "".join(out)
+
+
+def render_html(data: ReportData) -> str:
+    """The whole page."""
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(data.generated_at))
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(data.counts.items()))
+    node = [
+        ("study", data.study),
+        ("host", data.host),
+        ("vLLM", ", ".join(data.vllm_versions) or "unknown"),
+        ("platform", ", ".join(data.platforms) or "unknown"),
+        ("GPUs", ", ".join(data.gpu_names) or "none recorded"),
+        ("objective", data.objective),
+        ("trials", counts or "none"),
+        ("made by", f"tunelab {data.tunelab_version}, {when}"),
+    ]
+    node_rows = [[_cell(_e(k), left=True), _cell(_e(v), left=True)] for k, v in node]
+    base = data.baseline
+    base_line = (
+        f"<p>Baseline ★: trial <code>{_e(base.trial.id)}</code> ({_e(base.how)}); every row "
+        "lists the knobs it changes from it.</p>"
+        if base
+        else "<p class='muted'>No finished trial: nothing to compare with.</p>"
+    )
+    body = (
+        f"<h1>tunelab report — {_e(data.study)}</h1>"
+        + _table(["", ""], node_rows, left=2)
+        + "<h2>Trials</h2>"
+        + base_line
+        + _trial_rows(data)
+        + _ab_section(data)
+        + _figures(data)
+        + _winner_section(data)
+        + "<h2>Output drift</h2><p class='muted'>Not recorded: this tunelab does not run the "
+        "output-drift guard yet.</p>"
+    )
+    return (
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width,initial-scale=1'>"
+        f"<title>tunelab report — {_e(data.study)}</title><style>{_CSS}</style></head>"
+        f"<body>{body}</body></html>\n"
+    )
+

@@ -1,0 +1,114 @@
+"""The report's figures, drawn by matplotlib as inline SVG.
+
+matplotlib was chosen over plotly because its SVG output is static, small
+and needs no JavaScript: the page stays self-contained and opens with no
+network access, in a browser or a pull-request preview alike. It is
+imported only by the report command (about 0.5 s), never on the CLI's or
+the TUI's start-up path.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display on a GPU node over SSH
+import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+
+from tuner.report.data import FrontPoint, SweepCurve, TrialRow  # noqa: E402
+from tuner.studies.ab import ABReport  # noqa: E402
+from tuner.studies.stats import Verdict  # noqa: E402
+
+# Stable ids and no timestamps: the same store gives byte-identical SVG.
+matplotlib.rcParams["svg.hashsalt"] = "tunelab"
+matplotlib.rcParams["svg.fonttype"] = "none"
+matplotlib.rcParams["font.size"] = 9
+
+_COLOURS = {
+    Verdict.B_BETTER: "#1a7f37",
+    Verdict.A_BETTER: "#cf222e",
+    Verdict.NO_DIFFERENCE: "#6e7781",
+}
+
+
+def _svg(fig: plt.Figure) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+    plt.close(fig)
+    text = buf.getvalue()
+    # Drop the XML prolog and DOCTYPE: the SVG is inlined into HTML.
+    return text[text.index("<svg") :]
+
+
+def forest(ab: ABReport) -> str:
+    """B vs A per metric: the relative change and its interval (better to the right)."""
+    rows = [r for r in ab.rows if r.rel_diff is not None]
+    fig, ax = plt.subplots(figsize=(6.5, 0.45 * len(rows) + 1.0))
+    for i, row in enumerate(reversed(rows)):
+        sign = -1.0 if row.direction.value == "lower" else 1.0
+        mid = sign * 100 * (row.rel_diff or 0.0)
+        lo, hi = row.rel_ci_low, row.rel_ci_high
+        if lo is not None and hi is not None and math.isfinite(lo) and math.isfinite(hi):
+            ends = sorted((sign * 100 * lo, sign * 100 * hi))
+            ax.plot(ends, [i, i], color=_COLOURS[row.verdict], linewidth=2)
+        ax.plot([mid], [i], "o", color=_COLOURS[row.verdict])
+    ax.axvline(0, color="#444", linewidth=0.8)
+    ax.set_yticks(range(len(rows)), [r.metric for r in reversed(rows)])
+    ax.set_xlabel("B vs A, % (right = B better; latencies flipped)")
+    ax.set_title(f"A/B: {ab.verdict.value} on {ab.objective}")
+    return _svg(fig)
+
+
+def sweep(curve: SweepCurve) -> str:
+    """The objective over the swept values: every repeat as a dot, the mean as a line."""
+    fig, ax = plt.subplots(figsize=(6.5, 3.2))
+    xs = range(len(curve.values))
+    ax.plot(list(xs), curve.means, "-", color="#0969da", label="mean")
+    for x, samples in zip(xs, curve.samples, strict=True):
+        ax.plot([x] * len(samples), samples, "o", color="#0969da", alpha=0.45)
+    ax.set_xticks(list(xs), curve.values)
+    ax.set_xlabel(curve.knob)
+    ax.set_ylabel(curve.objective)
+    ax.set_title(f"sweep of {curve.knob}")
+    return _svg(fig)
+
+
+def front(points: Sequence[FrontPoint], latency_key: str) -> str:
+    """Throughput against a latency percentile; the Pareto front joined by a line."""
+    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    rest = [p for p in points if not p.on_front]
+    best = sorted((p for p in points if p.on_front), key=lambda p: p.latency_ms)
+    ax.plot([p.latency_ms for p in rest], [p.throughput for p in rest], "o", color="#8c959f")
+    ax.plot(
+        [p.latency_ms for p in best],
+        [p.throughput for p in best],
+        "o-",
+        color="#bf3989",
+        label="Pareto front",
+    )
+    for p in best:
+        ax.annotate(p.label, (p.latency_ms, p.throughput), fontsize=7, xytext=(3, 3),
+                    textcoords="offset points")
+    ax.set_xlabel(f"{latency_key} (lower is better)")
+    ax.set_ylabel("output tok/s (higher is better)")
+    ax.legend(loc="best")
+    return _svg(fig)
+
+
+def telemetry(rows: Sequence[TrialRow]) -> str | None:
+    """Mean power and tokens per joule per trial, where the GPUs were sampled."""
+    sampled = [r for r in rows if r.telemetry.get("mean_power_w") is not None]
+    if not sampled:
+        return None
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(7.5, 0.35 * len(sampled) + 1.2))
+    labels = [r.label for r in sampled]
+    ax1.barh(labels, [r.telemetry["mean_power_w"] or 0.0 for r in sampled], color="#fb8f44")
+    ax1.set_xlabel("mean power, W")
+    ax2.barh(labels, [r.telemetry.get("tokens_per_joule") or 0.0 for r in sampled],
+             color="#1a7f37")
+    ax2.set_xlabel("output tokens per joule")
+    ax2.set_yticks([])
+    return _svg(fig)
