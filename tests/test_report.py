@@ -29,7 +29,7 @@ from tuner.lab.study import Study
 from tuner.report import collect, write_report
 from tuner.report.write import ReportError
 from tuner.studies.ab import build_report
-from tuner.trials.model import Trial, TrialStatus
+from tuner.trials.model import Trial
 from tuner.trials.store import TrialStore
 
 REPO = Path(__file__).resolve().parents[1]

@@ -54,8 +54,18 @@ def _cell(text: str, left: bool = False, cls: str = "") -> str:
 
 
 def _trial_rows(data: ReportData) -> str:
-    head = ["trial", "status", "vs baseline", "out tok/s", "p99 TTFT ms", "p99 ITL ms",
-            "p99 E2E ms", "peak VRAM GiB", "tok/J", "notes"]
+    head = [
+        "trial",
+        "status",
+        "vs baseline",
+        "out tok/s",
+        "p99 TTFT ms",
+        "p99 ITL ms",
+        "p99 E2E ms",
+        "peak VRAM GiB",
+        "tok/J",
+        "notes",
+    ]
     body = []
     for row in data.rows:
         t = row.trial
@@ -104,9 +114,7 @@ def _ab_section(data: ReportData) -> str:
     return (
         "<h2>A/B verdict</h2>"
         f"<p><b>{_e(ab.summary())}</b></p>"
-        f'<div class="fig">{plots.forest(ab)}</div>'
-        + _table(head, body)
-        + extra
+        f'<div class="fig">{plots.forest(ab)}</div>' + _table(head, body) + extra
     )
 
 
@@ -183,4 +191,3 @@ def render_html(data: ReportData) -> str:
         f"<title>tunelab report — {_e(data.study)}</title><style>{_CSS}</style></head>"
         f"<body>{body}</body></html>\n"
     )
-

@@ -38,8 +38,9 @@ def render_markdown(data: ReportData) -> str:
     ]
     for row in data.rows:
         t = row.trial
-        changes = "; ".join(f"{_md(c.key)}: {_md(c.baseline)} → {_md(c.value)}"
-                            for c in row.changes)
+        changes = "; ".join(
+            f"{_md(c.key)}: {_md(c.baseline)} → {_md(c.value)}" for c in row.changes
+        )
         changes = changes or ("★ baseline" if row.is_baseline else "same config")
         notes = [*row.mismatches, *([row.delivery] if row.delivery else [])]
         if t.failure_reason:
@@ -51,17 +52,28 @@ def render_markdown(data: ReportData) -> str:
             f"{_md('; '.join(notes))} |"
         )
     if data.ab is not None:
-        lines += ["", "## A/B verdict", "", f"**{_md(data.ab.summary())}**", "",
-                  "| metric | A mean | B mean | B vs A | n A/B | verdict |",
-                  "|---|---:|---:|---|---|---|"]
+        lines += [
+            "",
+            "## A/B verdict",
+            "",
+            f"**{_md(data.ab.summary())}**",
+            "",
+            "| metric | A mean | B mean | B vs A | n A/B | verdict |",
+            "|---|---:|---:|---|---|---|",
+        ]
         for r in data.ab.rows:
             lines.append(
                 f"| {r.metric} | {_num(r.a.mean)} | {_num(r.b.mean)} | {format_relative(r)} | "
                 f"{r.a.n}/{r.b.n} | {r.verdict.value} |"
             )
     for curve in data.sweeps:
-        lines += ["", f"## Sweep: {_md(curve.knob)}", "", f"| {_md(curve.knob)} | mean "
-                  f"{curve.objective} | n |", "|---|---:|---:|"]
+        lines += [
+            "",
+            f"## Sweep: {_md(curve.knob)}",
+            "",
+            f"| {_md(curve.knob)} | mean {curve.objective} | n |",
+            "|---|---:|---:|",
+        ]
         for value, mean, samples in zip(curve.values, curve.means, curve.samples, strict=True):
             lines.append(f"| {_md(value)} | {_num(mean)} | {len(samples)} |")
     lines += ["", "## Winner", ""]

@@ -16,11 +16,11 @@ from collections.abc import Sequence
 import matplotlib
 
 matplotlib.use("Agg")  # no display on a GPU node over SSH
-import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+import matplotlib.pyplot as plt
 
-from tuner.report.data import FrontPoint, SweepCurve, TrialRow  # noqa: E402
-from tuner.studies.ab import ABReport  # noqa: E402
-from tuner.studies.stats import Verdict  # noqa: E402
+from tuner.report.data import FrontPoint, SweepCurve, TrialRow
+from tuner.studies.ab import ABReport
+from tuner.studies.stats import Verdict
 
 # Stable ids and no timestamps: the same store gives byte-identical SVG.
 matplotlib.rcParams["svg.hashsalt"] = "tunelab"
@@ -90,8 +90,13 @@ def front(points: Sequence[FrontPoint], latency_key: str) -> str:
         label="Pareto front",
     )
     for p in best:
-        ax.annotate(p.label, (p.latency_ms, p.throughput), fontsize=7, xytext=(3, 3),
-                    textcoords="offset points")
+        ax.annotate(
+            p.label,
+            (p.latency_ms, p.throughput),
+            fontsize=7,
+            xytext=(3, 3),
+            textcoords="offset points",
+        )
     ax.set_xlabel(f"{latency_key} (lower is better)")
     ax.set_ylabel("output tok/s (higher is better)")
     ax.legend(loc="best")
@@ -107,8 +112,7 @@ def telemetry(rows: Sequence[TrialRow]) -> str | None:
     labels = [r.label for r in sampled]
     ax1.barh(labels, [r.telemetry["mean_power_w"] or 0.0 for r in sampled], color="#fb8f44")
     ax1.set_xlabel("mean power, W")
-    ax2.barh(labels, [r.telemetry.get("tokens_per_joule") or 0.0 for r in sampled],
-             color="#1a7f37")
+    ax2.barh(labels, [r.telemetry.get("tokens_per_joule") or 0.0 for r in sampled], color="#1a7f37")
     ax2.set_xlabel("output tokens per joule")
     ax2.set_yticks([])
     return _svg(fig)
