@@ -108,3 +108,18 @@ async def test_real_trial_and_export_bind_loopback_and_never_write_a_secret(
     left = fault_procs.wait_untagged(marker, 10.0)
     fault_procs.kill_all(left)
     assert not left, fault_procs.describe(left)
+
+
+def test_storage_url_password_never_in_messages() -> None:
+    """``tune --storage postgresql://u:PASSWORD@...``: errors name the URL without its password."""
+    from tuner.studies.search import SearchError, open_storage
+
+    canary = "CANARYpw42"
+    for url in (f"postgresql://u:{canary}@127.0.0.1:1/db", f"nosuch://u:{canary}@h/db"):
+        try:
+            open_storage(url)
+        except SearchError as exc:
+            assert canary not in str(exc)
+            assert "u:***@" in str(exc)
+        else:  # pragma: no cover - nothing listens on port 1
+            raise AssertionError("opening a storage on port 1 succeeded")
