@@ -14,6 +14,9 @@ like a real engine and serves ``/health``, ``/v1/models``, ``/tokenize``,
 - ``DOUBLE_TOKEN_MS`` (environment, i.e. an env knob of the config): the gap
   between tokens of one stream, in ms (default 2).
 - ``DOUBLE_STARTUP_S``: seconds to sleep before listening (default 0.1).
+- ``DOUBLE_NOISE``: launch-to-launch noise, the sigma of a log-normal factor
+  drawn once per start and applied to the token gap (default 0: none), as a
+  real engine's speed varies from one launch to the next.
 - ``DOUBLE_START_LOG``: a file each start appends one JSON line to (pid, argv,
   knobs), so a test can count how many engines a study really started.
 
@@ -25,7 +28,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
+import random
 import sys
 import threading
 import time
@@ -146,6 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-num-seqs", type=int, default=256)
     args, unknown = parser.parse_known_args(argv)
     token_ms = float(os.environ.get("DOUBLE_TOKEN_MS", "2"))
+    noise = float(os.environ.get("DOUBLE_NOISE", "0"))
+    if noise > 0:
+        token_ms *= math.exp(random.gauss(0.0, noise))
     startup = float(os.environ.get("DOUBLE_STARTUP_S", "0.1"))
     log = os.environ.get("DOUBLE_START_LOG")
     if log:
@@ -155,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
                 "max_num_seqs": args.max_num_seqs,
                 "token_ms": token_ms,
                 "argv": sys.argv[1:],
+                "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
                 "t": time.time(),
             }
             fh.write(json.dumps(line) + "\n")

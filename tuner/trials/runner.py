@@ -294,7 +294,7 @@ async def run_workloads(
     from pathlib import Path
 
     from tuner import paths
-    from tuner.engine import Engine, EngineSpec, EngineStartError
+    from tuner.engine import Engine, EngineSpec
 
     if not trials:
         return []
@@ -305,33 +305,10 @@ async def run_workloads(
         )
     t_begin = time.monotonic()
     session = _Session(store, on_event, sampler, gpu_indices)
-    owner_pid, owner_created = this_process()
-    for trial in trials:
-        try:
-            store.get(trial.id)
-        except TrialNotFound:
-            store.add(trial)
-            session.emit(TrialQueued(trial.id, trial.study))
+    _admit(trials, store, session)
     if context is None:
         context = await asyncio.to_thread(resolve_context, config.model, python)
-    runnable: list[Trial] = []
-    for trial in trials:
-        t0 = time.monotonic()
-        trial.findings = check_trial(trial, context)
-        trial.vllm_version = context.target.vllm_version
-        trial.platform = context.target.platform
-        trial.timings["rules_s"] = time.monotonic() - t0
-        if any(f["severity"] == "error" for f in trial.findings):
-            store.update_status(
-                trial,
-                TrialStatus.SKIPPED,
-                failure_reason="the rules found errors; no engine was started",
-            )
-            session.emit(
-                TrialSkipped(trial, tuple(f for f in trial.findings if f["severity"] == "error"))
-            )
-        else:
-            runnable.append(trial)
+    runnable = _apply_rules(trials, context, store, session)
     if not runnable:
         return list(trials)
 
@@ -351,24 +328,25 @@ async def run_workloads(
         command=engine_command,
         cwd=Path(engine_cwd) if engine_cwd else None,
     )
-    gpu_names = _gpu_names(sampler, gpu_indices)
     slot = (extra_env or {}).get("CUDA_VISIBLE_DEVICES")
-    for trial in runnable:
-        store.update_status(
-            trial,
-            TrialStatus.STARTING,
-            started_at=time.time(),
-            log_path=str(log_path),
-            owner_pid=owner_pid,
-            owner_created=owner_created,
-            engine_token=token,
-            gpu_names=gpu_names,
-            gpu_slot=slot,
-        )
+    _mark_starting(runnable, store, str(log_path), token, _gpu_names(sampler, gpu_indices), slot)
     session.group = runnable
     session.current = first
     session.emit(TrialStage(first.id, "starting", f"GPU slot {slot}" if slot else ""))
-    engine = Engine(spec, on_event=session.on_engine_event)
+    await _serve(session, Engine(spec, on_event=session.on_engine_event), runnable, t_begin)
+    return list(trials)
+
+
+async def _serve(session: _Session, engine: Engine, runnable: list[Trial], t_begin: float) -> None:
+    """The engine session: start, measure each trial in turn under crash watch, always stop.
+
+    A start failure fails every trial with the reason; a cancel (Ctrl-C) or a
+    bug marks the trials not yet final as interrupted before the engine is
+    stopped, so no trial stays active in the store.
+    """
+    from tuner.engine import EngineStartError
+
+    store = session.store
     session.engine = engine
     pending = list(runnable)
     t_start = time.monotonic()
@@ -379,41 +357,20 @@ async def run_workloads(
             for trial in pending:
                 trial.timings["start_s"] = time.monotonic() - t_start
                 session.fail(trial, f"the engine did not start: {err.reason}")
-            pending = []
-            return list(trials)
+            pending.clear()
+            return
         start_s = time.monotonic() - t_start
         # What vLLM really ran, from this start's log (issue 14: requested vs effective);
         # stored before "ready" so a view that reacts to it finds the mismatches.
         ran = await asyncio.to_thread(
-            effective.read_effective, log_path, config.engine, engine.backend
+            effective.read_effective,
+            engine.spec.log_path,
+            engine.spec.config.engine,
+            engine.backend,
         )
-        for trial in runnable:
-            trial.startup_seconds = engine.startup_seconds
-            trial.backend_actual = engine.backend
-            trial.backend_inferred = engine.backend_inferred
-            trial.timings["start_s"] = start_s
-            trial.effective = ran.to_dict()
-            trial.findings = [
-                *(f for f in trial.findings if f.get("rule") != effective.RULE_ID),
-                *effective.mismatch_findings(ran),
-            ]
-            store.save(trial)
-        session.emit(TrialStage(first.id, "ready", engine.url or ""))
-        model = engine.served_model
-        while pending:
-            trial = pending[0]
-            try:
-                await session.measure(trial, model)
-            except _EngineCrashed as crash:
-                pending.pop(0)
-                for rest in pending:
-                    session.fail(
-                        rest,
-                        f"not measured: the shared engine crashed during trial {trial.id} ({crash})",
-                    )
-                pending = []
-                break
-            pending.pop(0)
+        _record_ready(runnable, store, engine, start_s, ran)
+        session.emit(TrialStage(runnable[0].id, "ready", engine.url or ""))
+        await _measure_in_turn(session, pending, engine.served_model)
     except BaseException:
         # Cancelled (Ctrl-C) or a bug: no trial may stay active in the store.
         for trial in pending:
@@ -430,7 +387,103 @@ async def run_workloads(
         await asyncio.shield(engine.stop())
         stop_s = time.monotonic() - t_stop
         _finish(store, runnable, engine, stop_s, t_begin)
-    return list(trials)
+
+
+def _admit(trials: Sequence[Trial], store: TrialStore, session: _Session) -> None:
+    """Store trials not yet in ``store`` and announce them queued."""
+    for trial in trials:
+        try:
+            store.get(trial.id)
+        except TrialNotFound:
+            store.add(trial)
+            session.emit(TrialQueued(trial.id, trial.study))
+
+
+def _apply_rules(
+    trials: Sequence[Trial], context: RunContext, store: TrialStore, session: _Session
+) -> list[Trial]:
+    """Record each trial's findings; skip (no engine) those with errors. Returns the runnable."""
+    runnable: list[Trial] = []
+    for trial in trials:
+        t0 = time.monotonic()
+        trial.findings = check_trial(trial, context)
+        trial.vllm_version = context.target.vllm_version
+        trial.platform = context.target.platform
+        trial.timings["rules_s"] = time.monotonic() - t0
+        errors = tuple(f for f in trial.findings if f["severity"] == "error")
+        if errors:
+            store.update_status(
+                trial,
+                TrialStatus.SKIPPED,
+                failure_reason="the rules found errors; no engine was started",
+            )
+            session.emit(TrialSkipped(trial, errors))
+        else:
+            runnable.append(trial)
+    return runnable
+
+
+def _mark_starting(
+    trials: Sequence[Trial],
+    store: TrialStore,
+    log_path: str,
+    token: str,
+    gpu_names: list[str],
+    slot: str | None,
+) -> None:
+    """Commit STARTING with what recovery needs to find the engine (owner, token, slot)."""
+    owner_pid, owner_created = this_process()
+    for trial in trials:
+        store.update_status(
+            trial,
+            TrialStatus.STARTING,
+            started_at=time.time(),
+            log_path=log_path,
+            owner_pid=owner_pid,
+            owner_created=owner_created,
+            engine_token=token,
+            gpu_names=gpu_names,
+            gpu_slot=slot,
+        )
+
+
+def _record_ready(
+    trials: Sequence[Trial], store: TrialStore, engine: Engine, start_s: float, ran: Any
+) -> None:
+    """The started engine's facts on every trial: start time, backend, what vLLM really ran."""
+    for trial in trials:
+        trial.startup_seconds = engine.startup_seconds
+        trial.backend_actual = engine.backend
+        trial.backend_inferred = engine.backend_inferred
+        trial.timings["start_s"] = start_s
+        trial.effective = ran.to_dict()
+        trial.findings = [
+            *(f for f in trial.findings if f.get("rule") != effective.RULE_ID),
+            *effective.mismatch_findings(ran),
+        ]
+        store.save(trial)
+
+
+async def _measure_in_turn(session: _Session, pending: list[Trial], model: str) -> None:
+    """Measure the pending trials one after another; a crash fails the rest.
+
+    ``pending`` is emptied as trials reach a final state, so the caller's
+    interrupt handler marks only the ones still waiting.
+    """
+    while pending:
+        trial = pending[0]
+        try:
+            await session.measure(trial, model)
+        except _EngineCrashed as crash:
+            pending.pop(0)
+            for rest in pending:
+                session.fail(
+                    rest,
+                    f"not measured: the shared engine crashed during trial {trial.id} ({crash})",
+                )
+            pending.clear()
+            return
+        pending.pop(0)
 
 
 def _finish(
