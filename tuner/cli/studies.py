@@ -155,6 +155,7 @@ def ab_command(
     b_set: Annotated[
         list[str] | None, typer.Option("--b-set", help="KEY=VALUE for arm B (repeatable).")
     ] = None,
+    allow_code: opt.AllowCodeOpt = False,
     a_preset: Annotated[
         str | None, typer.Option("--a-preset", help="Preset TOML for arm A.")
     ] = None,
@@ -231,8 +232,8 @@ def ab_command(
         warmup=warmup,
         seed=seed,
     )
-    a = opt.make_config("ab", a_preset, model, a_set)
-    b = opt.make_config("ab", b_preset, model, b_set)
+    a = opt.make_config("ab", a_preset, model, a_set, allow_code=allow_code)
+    b = opt.make_config("ab", b_preset, model, b_set, allow_code=allow_code)
     if a.config_id == b.config_id:
         typer.echo("note: A and B are the same config: this A/B measures the noise", err=True)
     margin = parse_fraction("ab", "--equivalence", equivalence)
@@ -284,6 +285,7 @@ def sweep_command(
         ),
     ] = None,
     preset: opt.PresetOpt = None,
+    allow_code: opt.AllowCodeOpt = False,
     set_items: opt.SetOpt = None,
     model: opt.ModelOpt = None,
     repeats: RepeatsOpt = 1,
@@ -329,7 +331,7 @@ def sweep_command(
         warmup=warmup,
         seed=seed,
     )
-    base = opt.make_config("sweep", preset, model, set_items)
+    base = opt.make_config("sweep", preset, model, set_items, allow_code=allow_code)
     store = opt.open_store("sweep", store_path)
     try:
         with StudyProgress("sweep", planned, show_log=verbose) as progress:
@@ -394,6 +396,7 @@ def tune_command(
     ] = "tune",
     seed: Annotated[int | None, typer.Option("--sampler-seed", help="Seed of the sampler.")] = None,
     preset: opt.PresetOpt = None,
+    allow_code: opt.AllowCodeOpt = False,
     set_items: opt.SetOpt = None,
     model: opt.ModelOpt = None,
     input_len: opt.InputLenOpt = opt.DEFAULT_INPUT_LEN,
@@ -443,7 +446,7 @@ def tune_command(
         warmup=warmup,
         seed=workload_seed,
     )
-    base = opt.make_config("tune", preset, model, set_items)
+    base = opt.make_config("tune", preset, model, set_items, allow_code=allow_code)
     store = opt.open_store("tune", store_path)
     try:
         with StudyProgress(f"tune {study}", trials, show_log=verbose, skips_extra=True) as progress:

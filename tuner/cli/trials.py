@@ -36,6 +36,7 @@ def register(app: typer.Typer) -> None:
 
 def run_command(
     preset: opt.PresetOpt = None,
+    allow_code: opt.AllowCodeOpt = False,
     set_items: opt.SetOpt = None,
     model: opt.ModelOpt = None,
     input_len: opt.InputLenOpt = opt.DEFAULT_INPUT_LEN,
@@ -82,7 +83,7 @@ def run_command(
         validate_objective(objective)
     except ValueError as exc:
         raise opt.usage_error("run", str(exc)) from None
-    config = opt.make_config("run", preset, model, set_items)
+    config = opt.make_config("run", preset, model, set_items, allow_code=allow_code)
     store = opt.open_store("run", store_path)
     trial = Trial(config=config, workload=workload, study=study, objective=objective)
     try:
