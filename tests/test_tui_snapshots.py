@@ -20,6 +20,24 @@ from tui.widgets.knob_panel import KnobPanel
 SIZES = [(80, 24), (160, 48)]
 
 
+@pytest.fixture(autouse=True)
+def fixed_host_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The no-GPU host-load line reads psutil: fixed readings keep the snapshots stable."""
+    from types import SimpleNamespace
+
+    from tui.widgets import gpu_panel
+
+    gib = 1024**3
+    monkeypatch.setattr(gpu_panel.psutil, "cpu_percent", lambda *_a, **_k: 37.0)
+    monkeypatch.setattr(gpu_panel.psutil, "cpu_count", lambda *_a, **_k: 2)
+    monkeypatch.setattr(
+        gpu_panel.psutil,
+        "virtual_memory",
+        lambda: SimpleNamespace(total=16 * gib, available=11 * gib),
+    )
+    monkeypatch.setattr(gpu_panel.EngineLoad, "sample", lambda self: self)
+
+
 async def _settled(pilot: Any) -> None:
     await settle(pilot)
     app = pilot.app

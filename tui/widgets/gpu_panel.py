@@ -7,13 +7,16 @@ bar, and one Static per GPU keeps a 2 Hz refresh of eight GPUs cheap.
 The screen hands it snapshots (read off the event loop by the telemetry
 sampler thread); the panel only formats them. Cells flow into as many
 columns as the width allows, so eight GPUs take four lines at 80 columns and
-two at 160. With no GPU it shows one line that says why.
+two at 160. With no GPU it shows one line that says why, and a second with
+the host's CPU and memory use and the engine's (the app's child processes,
+read with psutil once a second) so a CPU run is not blind (issue 13).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import psutil
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Container
@@ -98,11 +101,67 @@ class GpuCell(Widget):
         self.refresh()
 
 
+def host_line(
+    host_cpu: float, cores: int, mem_used: int, mem_total: int, engine: EngineLoad
+) -> Text:
+    """`host CPU 37% of 2 cores · mem 5.1/15.6 GiB · engine 3 procs: CPU 180% · RSS 2.3 GiB`."""
+    gib = 1024**3
+    out = Text(no_wrap=True, overflow="ellipsis")
+    out.append("host ", style="bold")
+    out.append(
+        f"CPU {host_cpu:.0f}% of {cores} cores · mem {mem_used / gib:.1f}/{mem_total / gib:.1f} GiB"
+    )
+    out.append(" · engine ", style="bold")
+    if not engine.procs:
+        out.append("not running", style="dim")
+    else:
+        out.append(
+            f"{engine.procs} proc{'s' if engine.procs > 1 else ''}: CPU {engine.cpu:.0f}% · "
+            f"RSS {engine.rss / gib:.2f} GiB"
+        )
+    return out
+
+
+class EngineLoad:
+    """CPU and memory of this process's children (the engine tree tunelab started)."""
+
+    def __init__(self) -> None:
+        self._me = psutil.Process()
+        self._seen: dict[int, psutil.Process] = {}
+        self.procs = 0
+        self.cpu = 0.0
+        self.rss = 0
+
+    def sample(self) -> EngineLoad:
+        """One reading; CPU % is since the previous reading (psutil's interval-less form)."""
+        procs, cpu, rss = 0, 0.0, 0
+        current: dict[int, psutil.Process] = {}
+        try:
+            children = self._me.children(recursive=True)
+        except psutil.Error:
+            children = []
+        for child in children:
+            proc = self._seen.get(child.pid, child)
+            try:
+                cpu += proc.cpu_percent(None)
+                rss += proc.memory_info().rss
+            except psutil.Error:
+                continue
+            current[child.pid] = proc
+            procs += 1
+        self._seen = current
+        self.procs, self.cpu, self.rss = procs, cpu, rss
+        return self
+
+
 class GpuPanel(Widget):
-    """All GPUs, or one line saying why there is none."""
+    """All GPUs, or one line saying why there is none (then the host's load)."""
 
     def compose(self) -> ComposeResult:
         yield Static("GPU telemetry: starting…", id="gpu-none")
+        host = Static("", id="host-load")
+        host.display = False
+        yield host
         yield Container(id="gpu-grid")
 
     def on_mount(self) -> None:
@@ -115,7 +174,24 @@ class GpuPanel(Widget):
         line.update(f"No GPU: runs use the CPU engine ({why})")
         line.tooltip = "\n".join(reasons) or description
         line.display = True
-        self.border_title = "GPUs: none"
+        self.border_title = "GPUs: none · host load"
+        self.query_one("#host-load").display = True
+        self._engine = EngineLoad()
+        psutil.cpu_percent(None)  # primes the interval-less reading
+        self._host_tick()
+        self.set_interval(1.0, self._host_tick)
+
+    def _host_tick(self) -> None:
+        """Once a second with no GPU: /proc reads of a few processes, well under a millisecond."""
+        mem = psutil.virtual_memory()
+        text = host_line(
+            psutil.cpu_percent(None),
+            psutil.cpu_count() or 1,
+            mem.total - mem.available,
+            mem.total,
+            self._engine.sample(),
+        )
+        self.query_one("#host-load", Static).update(text)
 
     def setup(self, count: int, description: str) -> None:
         """Create one cell per GPU (called once the backend is open)."""
