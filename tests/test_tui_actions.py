@@ -274,3 +274,18 @@ async def test_f_is_offered_only_with_a_fix_and_several_fixes_are_picked() -> No
         # Only the chosen fix was applied.
         assert app.session.config.engine["gpu-memory-utilization"] == 0.95
         assert app.session.config.engine["max-num-seqs"] == 2
+
+
+async def test_the_workload_panel_takes_what_the_cli_takes() -> None:
+    """`infinity` is a rate in `tunelab run --request-rate` and so in the panel (one parser)."""
+    app = TunelabApp(services=services())
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        app.main.query_one("#wl-request_rate", Input).value = "Infinity"
+        await pilot.pause()
+        assert app.session.workload is not None, app.session.workload_error
+        assert app.session.workload.request_rate == float("inf")
+        app.main.query_one("#wl-request_rate", Input).value = "fast"
+        await pilot.pause()
+        assert app.session.workload is None
+        assert "rate 'fast' is not a number" in str(app.session.workload_error)

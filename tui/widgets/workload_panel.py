@@ -1,13 +1,14 @@
 """Workload and objective: lengths, concurrency or rate, prompts, SLO.
 
-Each edit builds a ``tuner.bench.Workload`` (which validates itself) and
-posts it up; a bad field is marked and its sentence posted instead, so Run
-never starts with a half-valid workload.
+The fields are derived from :data:`tuner.lab.workload.FIELDS`, the one
+declaration the CLI's workload flags also come from, and every edit is parsed
+by :func:`tuner.lab.workload.workload_from_texts` — so the panel accepts
+exactly what ``tunelab run`` accepts (``infinity`` as a rate included). A bad
+field is marked and its sentence posted instead, so Run never starts with a
+half-valid workload.
 """
 
 from __future__ import annotations
-
-import math
 
 from textual import on
 from textual.app import ComposeResult
@@ -15,86 +16,45 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Input, Label
 
 from tui.messages import WorkloadChanged
-from tuner.bench.workload import Workload, WorkloadError, parse_slo
-
-FIELDS = (
-    ("in", "input_len", "input tokens per request"),
-    ("out", "output_len", "output tokens per request"),
-    ("conc", "concurrency", "requests in flight (empty: unbounded)"),
-    ("n", "num_prompts", "measured requests"),
-    ("rate", "request_rate", "arrivals per second (inf: all at once)"),
-    ("slo", "slo", "goodput objectives in ms, e.g. ttft:500,itl:50"),
-)
-
-
-def workload_from_texts(texts: dict[str, str], warmup: int) -> Workload:
-    """Builds the workload from the panel's field texts.
-
-    Raises:
-        WorkloadError: naming the field and the valid range.
-    """
-
-    def whole(name: str, text: str) -> int:
-        try:
-            return int(text)
-        except ValueError:
-            raise WorkloadError(f"{name} must be a whole number, not {text!r}") from None
-
-    conc_text = texts["concurrency"].strip()
-    rate_text = texts["request_rate"].strip().lower() or "inf"
-    try:
-        rate = math.inf if rate_text == "inf" else float(rate_text)
-    except ValueError:
-        raise WorkloadError(
-            f"rate must be a number of requests/s or inf, not {rate_text!r}"
-        ) from None
-    return Workload(
-        input_len=whole("in", texts["input_len"].strip()),
-        output_len=whole("out", texts["output_len"].strip()),
-        num_prompts=whole("n", texts["num_prompts"].strip()),
-        concurrency=whole("conc", conc_text) if conc_text else None,
-        request_rate=rate,
-        slo=parse_slo(texts["slo"]),
-        warmup_requests=warmup,
-    )
+from tuner.bench.workload import Workload, WorkloadError
+from tuner.lab.workload import FIELDS, workload_from_texts, workload_texts
 
 
 class WorkloadPanel(Vertical):
     """Six compact inputs on two rows."""
 
-    def __init__(self, workload: Workload, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+    def __init__(self, workload: Workload, *, id: str | None = None) -> None:
+        super().__init__(id=id)
         self.initial = workload
 
     def compose(self) -> ComposeResult:
-        w = self.initial
-        values = {
-            "input_len": str(w.input_len),
-            "output_len": str(w.output_len),
-            "concurrency": "" if w.concurrency is None else str(w.concurrency),
-            "num_prompts": str(w.num_prompts),
-            "request_rate": "inf" if math.isinf(w.request_rate) else str(w.request_rate),
-            "slo": ",".join(f"{k}:{v:g}" for k, v in w.slo.items()),
-        }
+        values = workload_texts(self.initial)
         for row in (FIELDS[:3], FIELDS[3:]):
             with Horizontal(classes="wl-row"):
-                for label, name, tip in row:
-                    yield Label(label, classes="wl-label")
-                    box = Input(values[name], id=f"wl-{name}", compact=True, classes=f"wl-{label}")
-                    box.tooltip = tip
+                for field in row:
+                    yield Label(field.label, classes="wl-label")
+                    box = Input(
+                        values[field.name],
+                        id=f"wl-{field.name}",
+                        compact=True,
+                        classes=f"wl-{field.label}",
+                    )
+                    box.tooltip = field.help
                     yield box
 
     def on_mount(self) -> None:
         self.border_title = "Workload"
 
     def texts(self) -> dict[str, str]:
-        return {name: self.query_one(f"#wl-{name}", Input).value for _, name, _ in FIELDS}
+        return {f.name: self.query_one(f"#wl-{f.name}", Input).value for f in FIELDS}
 
     @on(Input.Changed)
     def _changed(self, event: Input.Changed) -> None:
         event.stop()
         try:
-            workload = workload_from_texts(self.texts(), self.initial.warmup_requests)
+            workload = workload_from_texts(
+                self.texts(), warmup=self.initial.warmup_requests, seed=self.initial.seed
+            )
         except WorkloadError as exc:
             event.input.add_class("-invalid")
             self.border_subtitle = "invalid"

@@ -17,16 +17,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from tuner.lab import config as lab_config
+
 if TYPE_CHECKING:
     from tuner.config import EngineConfig
     from tuner.knobs.gpus import GpuSpec
     from tuner.model import ModelInfo
     from tuner.rules import Finding, Target, WorkloadShape
-
-# ROCR_VISIBLE_DEVICES is read by the ROCm runtime, not by vLLM, and is no
-# catalogue knob; --set still takes it so the rules can see it. (CUDA_ and
-# HIP_VISIBLE_DEVICES are catalogue knobs.)
-PASSTHROUGH_ENV = frozenset({"ROCR_VISIBLE_DEVICES"})
 
 
 class PlatformName(StrEnum):
@@ -169,58 +166,22 @@ def _gpu(name: str | None) -> GpuSpec | None:
 
 
 def _load_preset(path: str, allow_code: bool) -> Any:
-    from tuner.export.catalog import open_preset
-    from tuner.export.errors import PresetError
-
     try:
-        loaded, note = open_preset(path, allow_code=allow_code)
-    except PresetError as exc:
+        loaded = lab_config.load(path, allow_code=allow_code)
+    except lab_config.ConfigInputError as exc:
         raise fail(str(exc)) from None
-    if note:
-        typer.echo(f"note: {note}", err=True)
-    return loaded
+    if loaded.note:
+        typer.echo(f"note: {loaded.note}", err=True)
+    return loaded.preset
 
 
 def _build_config(
     loaded: Any, model: str | None, items: list[str], allow_code: bool = False
 ) -> EngineConfig:
-    from tuner.config import (
-        ConfigError,
-        EngineConfig,
-        check_engine_key,
-        is_env_key,
-        parse_value,
-        split_assignment,
-    )
-    from tuner.export.engine_policy import ALLOW_CODE_OPTION, code_loading
-    from tuner.knobs import parse_assignments
-    from tuner.redact import is_secret_engine_arg
-
-    base: EngineConfig = loaded.config if loaded is not None else EngineConfig(model=model or "")
-    if model is not None:
-        base = EngineConfig(model=model, env=dict(base.env), engine=dict(base.engine))
-    passthrough: dict[str, Any] = {}
-    knob_items: list[str] = []
+    """The config to check: tuner.lab.config's one assembly (no preset, no model: empty model)."""
     try:
-        for item in items:
-            key, value = split_assignment(item)
-            if not is_env_key(key) and is_secret_engine_arg(key):
-                check_engine_key(key)  # refused with where the secret belongs
-            # The same policy as an imported preset (tuner.export.engine_policy),
-            # not "unknown knob": code-loading arguments need --allow-code.
-            code = code_loading(key, parse_value(value))
-            if code and not allow_code:
-                raise fail(
-                    "; ".join(c.message() for c in code)
-                    + f". Pass {ALLOW_CODE_OPTION} if you trust it"
-                )
-            if key in PASSTHROUGH_ENV or code:
-                passthrough[key] = value if key in PASSTHROUGH_ENV else parse_value(value)
-            else:
-                knob_items.append(item)
-        values = parse_assignments(knob_items)
-        return base.with_values({**values, **passthrough})
-    except ConfigError as exc:
+        return lab_config.build_config(loaded, model, items, allow_code=allow_code)
+    except lab_config.ConfigInputError as exc:
         raise fail(str(exc)) from None
 
 

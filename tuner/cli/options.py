@@ -4,22 +4,37 @@ Typer has no option groups, so each shared option is an ``Annotated`` alias a
 command declares as a parameter, and the builders here turn the values into
 a ``Workload``, an ``EngineConfig`` and an open ``TrialStore``. Bad input ends
 the command with status 2 and one line saying what to fix; nothing is run or
-written first. Heavy modules are imported inside the builders only.
+written first.
+
+The workload options are not declared here: each is derived from its entry in
+:data:`tuner.lab.workload.FIELDS` (the declaration the TUI's workload panel
+also reads), and the config and workload are built by ``tuner.lab`` — the
+same functions the TUI calls, so both faces accept the same values.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from tuner.bench.workload import Workload, WorkloadError
+from tuner.config import EngineConfig
+from tuner.lab import config as lab_config
+from tuner.lab.workload import BY_NAME, WorkloadField, workload_from_texts
+
 if TYPE_CHECKING:
-    from tuner.bench.workload import Workload
-    from tuner.config import EngineConfig
     from tuner.trials.store import TrialStore
 
-# Device-selection variables vLLM reads but tunelab does not tune (not catalogue knobs).
-PASSTHROUGH_ENV = frozenset({"HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"})
+
+def workload_option(name: str) -> Any:
+    """The Typer option of workload field ``name`` (flag, help and minimum from the declaration)."""
+    field: WorkloadField = BY_NAME[name]
+    if field.kind in ("count", "optional-count"):
+        return typer.Option(field.flag, min=field.minimum, help=field.help)
+    return typer.Option(field.flag, help=field.help)
+
 
 # -- config ----------------------------------------------------------------------
 PresetOpt = Annotated[
@@ -51,30 +66,16 @@ ModelOpt = Annotated[
     ),
 ]
 # -- workload --------------------------------------------------------------------
-InputLenOpt = Annotated[int, typer.Option("--input-len", min=1, help="Prompt tokens per request.")]
-OutputLenOpt = Annotated[
-    int, typer.Option("--output-len", min=1, help="Generated tokens per request.")
-]
-NumPromptsOpt = Annotated[
-    int, typer.Option("--num-prompts", min=1, help="Measured requests per trial.")
-]
-ConcurrencyOpt = Annotated[
-    int | None,
-    typer.Option("--concurrency", min=1, help="Most requests in flight (default: unbounded)."),
-]
-RequestRateOpt = Annotated[
-    str, typer.Option("--request-rate", help="Arrivals per second, or `inf` to send all at once.")
-]
+InputLenOpt = Annotated[int, workload_option("input_len")]
+OutputLenOpt = Annotated[int, workload_option("output_len")]
+NumPromptsOpt = Annotated[int, workload_option("num_prompts")]
+ConcurrencyOpt = Annotated[int | None, workload_option("concurrency")]
+RequestRateOpt = Annotated[str, workload_option("request_rate")]
 WarmupOpt = Annotated[
     int, typer.Option("--warmup", min=0, help="Warm-up requests before measuring.")
 ]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Seed for prompts and arrival times.")]
-SloOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--slo", help="Goodput SLO in ms, e.g. ttft:500,itl:50 (keys ttft, tpot, itl, e2el)."
-    ),
-]
+SloOpt = Annotated[str | None, workload_option("slo")]
 # -- study / output --------------------------------------------------------------
 StudyOpt = Annotated[str, typer.Option("--study", help="Study the trial(s) belong to.")]
 StudyFilterOpt = Annotated[str | None, typer.Option("--study", help="Only this study's trials.")]
@@ -90,9 +91,9 @@ StartupTimeoutOpt = Annotated[
     ),
 ]
 
-DEFAULT_INPUT_LEN = 128
-DEFAULT_OUTPUT_LEN = 128
-DEFAULT_NUM_PROMPTS = 64
+DEFAULT_INPUT_LEN = int(BY_NAME["input_len"].cli_default or 128)
+DEFAULT_OUTPUT_LEN = int(BY_NAME["output_len"].cli_default or 128)
+DEFAULT_NUM_PROMPTS = int(BY_NAME["num_prompts"].cli_default or 64)
 DEFAULT_WARMUP = 2
 
 
@@ -114,37 +115,23 @@ def make_workload(
     seed: int = 0,
     slo: str | None = None,
 ) -> Workload:
-    """The workload from the shared options; exits with status 2 on a bad value."""
-    import math
-
-    from tuner.bench.workload import Workload, WorkloadError, parse_slo
-
-    text = request_rate.strip().lower()
+    """The workload from the shared options (tuner.lab.workload); exits with status 2 on a bad value."""
+    texts = {
+        "input_len": str(input_len),
+        "output_len": str(output_len),
+        "num_prompts": str(num_prompts),
+        "concurrency": "" if concurrency is None else str(concurrency),
+        "request_rate": request_rate,
+        "slo": slo or "",
+    }
     try:
-        rate = math.inf if text in {"inf", "infinity"} else float(text)
-    except ValueError:
-        raise usage_error(
-            command, f"--request-rate {request_rate!r} is not a number; give e.g. 4.0 or inf"
-        ) from None
-    try:
-        return Workload(
-            input_len=input_len,
-            output_len=output_len,
-            num_prompts=num_prompts,
-            concurrency=concurrency,
-            request_rate=rate,
-            warmup_requests=warmup,
-            seed=seed,
-            slo=parse_slo(slo) if slo else {},
-        )
+        return workload_from_texts(texts, warmup=warmup, seed=seed, by_flag=True)
     except WorkloadError as exc:
         raise usage_error(command, str(exc)) from None
 
 
 def _no_gpu() -> bool:
     """True when the installed vLLM runs on CPU (or there is none): the demo is the default."""
-    import sys
-
     from tuner.introspect import IntrospectError, introspect
 
     try:
@@ -164,52 +151,33 @@ def make_config(
 ) -> EngineConfig:
     """The engine config: preset, else the demo config (no GPU) or ``--model``, then the --set values.
 
-    Exits with status 2 when the preset or a --set item is unusable, or when
-    there is a GPU and no model was named (no silent default on a GPU node).
+    Built by :func:`tuner.lab.config.build_config`. Exits with status 2 when the
+    preset or a --set item is unusable, or when there is a GPU and no model was
+    named (no silent default on a GPU node).
     """
-    from tuner.config import ConfigError, EngineConfig, split_assignment
-    from tuner.cpu_demo import DEMO_MODEL_ALIAS, demo_config, resolve_model
-
-    base: EngineConfig
     if preset:
-        from tuner.export.catalog import open_preset
-        from tuner.export.errors import PresetError
-
         try:
-            loaded, note = open_preset(preset, allow_code=allow_code)
-            if note:
-                typer.echo(f"note: {note}", err=True)
-            base = loaded.config
-            if model:
-                base = EngineConfig(
-                    model=resolve_model(model), env=dict(base.env), engine=dict(base.engine)
-                )
-        except (PresetError, ConfigError) as exc:
+            loaded = lab_config.load(preset, allow_code=allow_code)
+        except lab_config.ConfigInputError as exc:
             raise usage_error(command, str(exc)) from None
-    elif model and model != DEMO_MODEL_ALIAS:
-        try:
-            base = EngineConfig(model=resolve_model(model))
-        except ConfigError as exc:
-            raise usage_error(command, str(exc)) from None
-    elif model == DEMO_MODEL_ALIAS or _no_gpu():
-        base = demo_config()
+        if loaded.note:
+            typer.echo(f"note: {loaded.note}", err=True)
+        source: Any = loaded.preset
     else:
+        source = None
+
+    def default() -> EngineConfig:
+        if _no_gpu():
+            return lab_config.demo_config()
         raise usage_error(
             command, "no model given: pass --model ID|PATH or --preset FILE (a GPU is present)"
         )
-    from tuner.knobs import parse_assignments
 
-    passthrough: dict[str, Any] = {}
-    knob_items: list[str] = []
     try:
-        for item in set_items or []:
-            key, value = split_assignment(item)
-            if key in PASSTHROUGH_ENV:
-                passthrough[key] = value
-            else:
-                knob_items.append(item)
-        return base.with_values({**parse_assignments(knob_items), **passthrough})
-    except ConfigError as exc:
+        return lab_config.build_config(
+            source, model, set_items or [], default=default, allow_code=allow_code
+        )
+    except lab_config.ConfigInputError as exc:
         raise usage_error(command, str(exc)) from None
 
 

@@ -11,6 +11,7 @@ import math
 from typing import Any
 
 from tuner.config import EngineValue
+from tuner.errors import TunelabError
 from tuner.knobs import coerce
 
 # The words vLLM's env parsing and argparse's BooleanOptionalAction users type.
@@ -19,7 +20,7 @@ FALSE_WORDS = frozenset({"0", "false", "no", "off", "n", "f"})
 INFINITE_WORDS = frozenset({"inf", "infinity", "+inf"})
 
 
-class ValueTextError(ValueError):
+class ValueTextError(TunelabError, ValueError):
     """Text that is not a value of the asked kind; the message says what would be."""
 
 
@@ -45,7 +46,7 @@ def parse_rate(text: str) -> float:
     """Arrivals per second: a positive number, or inf/infinity (all at once); empty = inf.
 
     Raises:
-        ValueTextError: naming what a rate looks like.
+        ValueTextError: saying what a rate looks like (the caller names the field).
     """
     low = text.strip().lower()
     if not low or low in INFINITE_WORDS:
@@ -54,10 +55,10 @@ def parse_rate(text: str) -> float:
         rate = float(low)
     except ValueError:
         raise ValueTextError(
-            f"rate {text!r} is not a number; give requests per second (e.g. 4.0) or inf"
+            f"{text.strip()!r} is not a number; give requests per second (e.g. 4.0) or inf"
         ) from None
     if math.isnan(rate) or rate <= 0:
-        raise ValueTextError(f"rate must be above 0 requests per second (or inf), not {text!r}")
+        raise ValueTextError(f"{text.strip()!r} is not above 0 requests per second (nor inf)")
     return rate
 
 

@@ -72,38 +72,54 @@ BY_NAME: dict[str, WorkloadField] = {f.name: f for f in FIELDS}
 DEFAULT_WARMUP = 2
 
 
-def _count(field: WorkloadField, text: str) -> int:
+def _count(field: WorkloadField, name: str, text: str) -> int:
     try:
         value = int(text.strip())
     except ValueError:
-        raise WorkloadError(f"{field.label} must be a whole number, not {text.strip()!r}") from None
+        raise WorkloadError(f"{name} must be a whole number, not {text.strip()!r}") from None
     if value < field.minimum:
-        raise WorkloadError(f"{field.label} must be at least {field.minimum}, not {value}")
+        raise WorkloadError(f"{name} must be at least {field.minimum}, not {value}")
     return value
 
 
-def parse_field(field: WorkloadField, text: str) -> object:
+def parse_field(field: WorkloadField, text: str, name: str | None = None) -> object:
     """The typed value of one field's text.
+
+    Args:
+        field: The field.
+        text: What was typed.
+        name: How errors name the field (the CLI says ``--request-rate``; default: the label).
 
     Raises:
         WorkloadError: naming the field and what it takes.
     """
+    name = name or field.label
     if field.kind is FieldKind.COUNT:
-        return _count(field, text)
+        return _count(field, name, text)
     if field.kind is FieldKind.OPTIONAL_COUNT:
-        return _count(field, text) if text.strip() else None
+        return _count(field, name, text) if text.strip() else None
     if field.kind is FieldKind.RATE:
         try:
             return parse_rate(text)
         except ValueTextError as exc:
-            raise WorkloadError(str(exc)) from None
+            raise WorkloadError(f"{name} {exc}") from None
     return parse_slo(text) if text.strip() else {}
 
 
 def workload_from_texts(
-    texts: Mapping[str, str], *, warmup: int = DEFAULT_WARMUP, seed: int = 0
+    texts: Mapping[str, str],
+    *,
+    warmup: int = DEFAULT_WARMUP,
+    seed: int = 0,
+    by_flag: bool = False,
 ) -> Workload:
     """The workload from field texts keyed by :attr:`WorkloadField.name` (missing: CLI default).
+
+    Args:
+        texts: Field name -> text.
+        warmup: Warm-up requests.
+        seed: Prompt and arrival seed.
+        by_flag: Name fields in errors by their CLI flag instead of their TUI label.
 
     Raises:
         WorkloadError: the first bad field, named, with what it takes.
@@ -111,7 +127,8 @@ def workload_from_texts(
     values: dict[str, object] = {}
     for field in FIELDS:
         default = "" if field.cli_default is None else str(field.cli_default)
-        values[field.name] = parse_field(field, texts.get(field.name, default))
+        name = field.flag if by_flag else field.label
+        values[field.name] = parse_field(field, texts.get(field.name, default), name)
     return Workload(warmup_requests=warmup, seed=seed, **values)  # type: ignore[arg-type]
 
 
