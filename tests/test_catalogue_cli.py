@@ -100,3 +100,20 @@ def test_without_vllm_it_says_so_and_uses_the_catalogue(app: typer.Typer, tmp_pa
     assert code == 0, out
     assert "(version unknown)" in out and "no vLLM: vLLM is not installed" in out
     assert "VLLM_V1_USE_PREFILL_DECODE_ATTENTION" in out  # the catalogue still lists everything
+
+
+def test_sources_are_shown_by_document_title(app: typer.Typer) -> None:
+    from tuner.knobs import get, keys
+    from tuner.knobs.references import TITLES
+
+    catalogue = {k: knob for k in keys() if (knob := get(k)) is not None}
+
+    code, out = _run(app, "--json", "--vllm-version", "0.33.0", "--platform", "rocm")
+    assert code == 0, out
+    rows = {row["key"]: row for row in json.loads(out)}
+    cited = [k for k, knob in catalogue.items() if any(n in knob.source for n in TITLES)]
+    assert cited, "the catalogue cites the reference documents"
+    for key in cited:
+        assert not any(name in rows[key]["source"] for name in TITLES), rows[key]["source"]
+        assert rows[key]["source"] == catalogue[key].cited_source
+        assert rows[key]["source_file"] == catalogue[key].source

@@ -30,6 +30,7 @@ from tui.messages import KnobChanged, KnobFocused, KnobInvalid
 from tuner import knobs as catalogue
 from tuner.config import ConfigError, EngineConfig
 from tuner.knobs import Availability, Knob, ValueType
+from tuner.knobs.value_sets import backend_platforms
 
 
 def value_text(value: Any) -> str:
@@ -69,6 +70,7 @@ class KnobRow(Horizontal):
         super().__init__(classes="knob-row", id=f"knob-{_dom_id(knob.key)}")
         self.knob = knob
         self.choices = choices
+        self.not_here: frozenset[str] = frozenset()
         self.availability = Availability(catalogue.AvailabilityStatus.AVAILABLE)
 
     def compose(self) -> ComposeResult:
@@ -102,6 +104,33 @@ class KnobRow(Horizontal):
     def control(self) -> Switch | Select[str] | Input:
         return self.query_one("Switch, Select, Input")  # type: ignore[return-value]
 
+    def set_choices(self, choices: tuple[str, ...], not_here: frozenset[str]) -> None:
+        """Offer ``choices`` (the target vLLM's), those in ``not_here`` last, marked ⊘ and dimmed.
+
+        A name that exists but does not apply to the platform stays selectable (a
+        preset may target another node) but never reads as a normal choice (B7).
+        """
+        control = self.control
+        if self.tristate or not isinstance(control, Select):
+            return
+        current = control.value
+        ordered = tuple(c for c in choices if c not in not_here) + tuple(
+            c for c in choices if c in not_here
+        )
+        if current is not Select.NULL and str(current) not in ordered:
+            ordered = (*ordered, str(current))  # never drop what the config holds
+        if ordered == self.choices and not_here == self.not_here:
+            return
+        self.choices, self.not_here = ordered, not_here
+        options = [
+            (Text.assemble(("⊘ ", "yellow"), (c, "dim")) if c in not_here else Text(c), c)
+            for c in ordered
+        ]
+        with control.prevent(Select.Changed):
+            control.set_options(options)
+            if current is not Select.NULL:
+                control.value = current
+
     def mark(self, availability: Availability) -> None:
         """Mark the knob not applicable (still editable) with the reason kept for the help line."""
         if availability == self.availability:
@@ -134,7 +163,7 @@ class KnobRow(Horizontal):
         elif self.availability.note:
             parts.append(f"[{self.availability.note}]")
         if self.knob.source:
-            parts.append(f"({self.knob.source})")
+            parts.append(f"({self.knob.cited_source})")
         return " ".join(parts)
 
     def set_value(self, value: Any) -> None:
@@ -297,13 +326,30 @@ class KnobPanel(VerticalScroll):
                 row.set_value(config.get(row.knob.key))
 
     def mark_availability(self, version: str | None, platform: str | None) -> int:
-        """Mark knobs that do not apply to the target; returns how many are n/a."""
+        """Mark knobs that do not apply to the target; returns how many are n/a.
+
+        Choice lists follow the target too: the names the target vLLM version has
+        (46 attention backends on 0.32, not the 67 of all versions), with those
+        that do not run on the platform marked (``tuner.knobs.value_sets``).
+        """
         self.target = (version, platform)
         for row in self.query(KnobRow):
             row.mark(catalogue.available(row.knob, version, platform))
+            if version and row.knob.type is ValueType.CHOICE:
+                choices = catalogue.choices_for(row.knob, version)
+                row.set_choices(choices, not_on_platform(row.knob, choices, platform))
         count = sum(not catalogue.available(k, version, platform).ok for k in catalogue.KNOBS)
         self.border_subtitle = f"{count} n/a on {platform or '?'}" if count else ""
         return count
+
+
+def not_on_platform(knob: Knob, choices: tuple[str, ...], platform: str | None) -> frozenset[str]:
+    """Values of ``knob`` that exist but do not run on ``platform`` (attention backends)."""
+    if not platform or knob.extra.get("value_set") != "attention_backends":
+        return frozenset()
+    return frozenset(
+        c for c in choices if (where := backend_platforms(c)) is not None and platform not in where
+    )
 
 
 def _dom_id(key: str) -> str:

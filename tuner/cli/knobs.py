@@ -125,7 +125,8 @@ def _row(
         "since": knob.since,
         "until": knob.until,
         "replacement": knob.replacement,
-        "source": knob.source,
+        "source": knob.cited_source,
+        "source_file": knob.source,
         **verdict.to_dict(),
     }
 

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from tuner.knobs.references import cite
+
 
 class KnobKind(StrEnum):
     """How the knob reaches vLLM."""
@@ -77,3 +79,8 @@ class Knob:
     replacement: str | None = None
     source: str = ""
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def cited_source(self) -> str:
+        """The source as a user reads it: the document's title, not its file name."""
+        return cite(self.source)
