@@ -17,93 +17,44 @@ from __future__ import annotations
 
 import datetime as dt
 import tomllib
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import tomli_w
 
-from tuner import __version__
 from tuner.config import EngineConfig
+from tuner.demo_model import demo_model_dir, ensure_demo_model
 from tuner.export.env_policy import split_secrets
 from tuner.export.errors import Issue, PresetError
+from tuner.export.quoting import comment_text
+from tuner.export.schema import (
+    DEMO_MODEL_PLACEHOLDER,
+    MAX_PRESET_BYTES,
+    SCHEMA_VERSION,
+    Preset,
+    PresetTarget,
+    Provenance,
+)
+from tuner.export.validate import check_writable, validate_text
 
-SCHEMA_VERSION = 1
-
-# Written as [target].model for the embedded demo model; resolved to the
-# generated model's directory on load (tuner.demo_model.ensure_demo_model).
-DEMO_MODEL_PLACEHOLDER = "tunelab:demo"
-
-# Refuse files beyond this size before parsing them: a preset is a few KiB.
-MAX_PRESET_BYTES = 1024 * 1024
-
-
-@dataclass
-class PresetTarget:
-    """What the preset was tuned for.
-
-    Attributes:
-        model: Model id or path as written in the file (``tunelab:demo`` for the demo model).
-        vllm_version: vLLM version the preset was made with, e.g. ``"0.11.0"``.
-        platform: ``"rocm"``, ``"cuda"`` or ``"cpu"``.
-        gpu_name: Marketing name of the GPU (``"AMD Instinct MI300X"``).
-        gpu_count: Number of GPUs the config uses.
-        driver: Driver or ROCm/CUDA version where known.
-    """
-
-    model: str
-    vllm_version: str | None = None
-    platform: str | None = None
-    gpu_name: str | None = None
-    gpu_count: int | None = None
-    driver: str | None = None
-
-
-@dataclass
-class Provenance:
-    """Where the preset comes from.
-
-    Attributes:
-        sources: Reference sections it follows (``"file name §section"``).
-        trial_id: The trial it was exported from, if any.
-        config_id: ``EngineConfig.config_id`` at export time; a mismatch on
-            load means the file was edited after export.
-        notes: Free text.
-    """
-
-    sources: list[str] = field(default_factory=list)
-    trial_id: str | None = None
-    config_id: str | None = None
-    notes: str | None = None
-
-
-@dataclass
-class Preset:
-    """A named, shareable engine config with its target and provenance.
-
-    Attributes:
-        name: Short name, also the base of exported file names.
-        config: The engine config (``config.model`` is resolved; see ``target.model``).
-        target: What it was tuned for.
-        description: One or two sentences on what it is for.
-        schema_version: Always :data:`SCHEMA_VERSION` when written by this code.
-        tunelab_version: The tunelab that wrote it.
-        created: ISO 8601 UTC time of writing.
-        workload: The benchmark workload that was measured (trial exports).
-        results: The measured results and their noise (trial exports).
-        provenance: Sources, trial id, config id.
-    """
-
-    name: str
-    config: EngineConfig
-    target: PresetTarget
-    description: str = ""
-    schema_version: int = SCHEMA_VERSION
-    tunelab_version: str = __version__
-    created: str = ""
-    workload: dict[str, Any] | None = None
-    results: dict[str, Any] | None = None
-    provenance: Provenance = field(default_factory=Provenance)
+__all__ = [
+    "DEMO_MODEL_PLACEHOLDER",
+    "MAX_PRESET_BYTES",
+    "SCHEMA_VERSION",
+    "Preset",
+    "PresetTarget",
+    "Provenance",
+    "dump_preset",
+    "load_preset",
+    "loads_preset",
+    "model_placeholder",
+    "now_iso",
+    "parse_toml",
+    "preset_from_config",
+    "preset_to_dict",
+    "read_preset_text",
+    "resolve_model",
+]
 
 
 def now_iso() -> str:
@@ -118,8 +69,6 @@ def resolve_model(model: str) -> str:
         PresetError: for an unknown ``tunelab:`` placeholder.
     """
     if model == DEMO_MODEL_PLACEHOLDER:
-        from tuner.demo_model import ensure_demo_model
-
         return str(ensure_demo_model())
     if model.startswith("tunelab:"):
         raise PresetError(
@@ -137,8 +86,6 @@ def resolve_model(model: str) -> str:
 
 def model_placeholder(model: str) -> str:
     """The text to write for ``model``: the placeholder for the demo model's directory."""
-    from tuner.demo_model import demo_model_dir
-
     if model == DEMO_MODEL_PLACEHOLDER or model == str(demo_model_dir()):
         return DEMO_MODEL_PLACEHOLDER
     return model
@@ -254,8 +201,6 @@ def dump_preset(preset: Preset) -> str:
         PresetError: when a value cannot be written as TOML (a null inside the
             compilation config, a NUL byte, an integer beyond 64 bits).
     """
-    from tuner.export.validate import check_writable
-
     doc = preset_to_dict(preset)
     issues = check_writable(doc)
     if issues:
@@ -290,8 +235,6 @@ def loads_preset(
     Raises:
         PresetError: with every schema problem, each naming its key and line.
     """
-    from tuner.export.validate import validate_text
-
     result = validate_text(text, source=source, allow_env=allow_env, allow_code=allow_code)
     if result.preset is None:
         raise PresetError(source, result.errors)
@@ -372,8 +315,6 @@ def _drop_none(table: dict[str, Any]) -> dict[str, Any]:
 
 
 def _one_line(text: str) -> str:
-    from tuner.export.quoting import comment_text
-
     return comment_text(text, limit=80)
 
 

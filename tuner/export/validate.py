@@ -24,7 +24,7 @@ from tuner.config import (
 )
 from tuner.export.errors import Issue, IssueCollector, describe
 from tuner.export.knob_values import check_engine_table, check_env_table
-from tuner.export.preset import (
+from tuner.export.schema import (
     DEMO_MODEL_PLACEHOLDER,
     SCHEMA_VERSION,
     Preset,
