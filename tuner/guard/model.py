@@ -1,0 +1,225 @@
+"""Typed records of the guard: what the probes produced and what the comparison found.
+
+Dicts only at the JSON boundary (the store's ``guard`` column): ``to_dict`` /
+``from_dict`` here, which refuse a malformed record with ``ValueError``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class Verdict(StrEnum):
+    """How a candidate's outputs compare with the baseline's."""
+
+    SAME = "same"  # greedy tokens and logprobs bit-identical
+    CLOSE = "close"  # greedy tokens identical, logprob drift under the threshold
+    DRIFTED = "drifted"  # greedy tokens differ (or logprobs moved) beyond the thresholds
+    UNKNOWN = "unknown"  # one side has no usable guard run
+
+
+def _floats(raw: Any, what: str) -> list[float | None]:
+    if not isinstance(raw, list):
+        raise ValueError(f"{what} is not a list")
+    out: list[float | None] = []
+    for v in raw:
+        if v is None:
+            out.append(None)
+        elif isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
+            out.append(float(v))
+        elif isinstance(v, int | float) and not isinstance(v, bool):
+            out.append(None)  # -inf logprob of an impossible token: no number to compare
+        else:
+            raise ValueError(f"{what} holds a non-number: {v!r}")
+    return out
+
+
+def _ints(raw: Any, what: str) -> list[int]:
+    if not isinstance(raw, list) or not all(
+        isinstance(v, int) and not isinstance(v, bool) for v in raw
+    ):
+        raise ValueError(f"{what} is not a list of token ids")
+    return list(raw)
+
+
+@dataclass
+class ProbeResult:
+    """One probe's greedy continuation.
+
+    Attributes:
+        prompt: The probe text.
+        prompt_ids: The prompt's token ids as the server tokenised it.
+        token_ids: The greedy continuation's token ids.
+        logprobs: The logprob of each generated token (None where not given).
+        forced_ids: The continuation fed back as prompt for the teacher-forced
+            pass: the reference run's tokens, or this run's own when there is
+            no reference (so a baseline and its candidates are both measured
+            through the same prefill path and their numbers compare).
+        forced_logprobs: The logprobs this engine gives ``forced_ids`` as
+            prompt (``prompt_logprobs``): drift after an early divergence is
+            still measured token by token. None when the pass failed.
+    """
+
+    prompt: str
+    prompt_ids: list[int]
+    token_ids: list[int]
+    logprobs: list[float | None]
+    forced_ids: list[int] | None = None
+    forced_logprobs: list[float | None] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "prompt": self.prompt,
+            "prompt_ids": list(self.prompt_ids),
+            "token_ids": list(self.token_ids),
+            "logprobs": list(self.logprobs),
+            "forced_ids": None if self.forced_ids is None else list(self.forced_ids),
+            "forced_logprobs": None if self.forced_logprobs is None else list(self.forced_logprobs),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> ProbeResult:
+        if not isinstance(data, dict) or not isinstance(data.get("prompt"), str):
+            raise ValueError("a probe result needs a prompt")
+        forced = data.get("forced_logprobs")
+        forced_ids = data.get("forced_ids")
+        return cls(
+            prompt=data["prompt"],
+            prompt_ids=_ints(data.get("prompt_ids", []), "prompt_ids"),
+            token_ids=_ints(data.get("token_ids"), "token_ids"),
+            logprobs=_floats(data.get("logprobs"), "logprobs"),
+            forced_ids=None if forced_ids is None else _ints(forced_ids, "forced_ids"),
+            forced_logprobs=None if forced is None else _floats(forced, "forced_logprobs"),
+        )
+
+
+@dataclass
+class GuardRun:
+    """The probes of one trial (or the reason there are none).
+
+    Attributes:
+        model: The served model name the probes asked.
+        max_tokens: Greedy tokens asked per probe.
+        probes: One result per probe, in probe order.
+        seconds: Wall time of the whole guard (its cost per trial).
+        error: Why the guard has no (complete) result; None when it ran.
+        reference: Id of the trial whose tokens were teacher-forced, if any.
+    """
+
+    model: str
+    max_tokens: int
+    probes: list[ProbeResult] = field(default_factory=list)
+    seconds: float = 0.0
+    error: str | None = None
+    reference: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and bool(self.probes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "probes": [p.to_dict() for p in self.probes],
+            "seconds": self.seconds,
+            "error": self.error,
+            "reference": self.reference,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> GuardRun:
+        """Inverse of to_dict; ValueError on a malformed record."""
+        if not isinstance(data, dict):
+            raise ValueError("a guard run is not an object")
+        probes = data.get("probes", [])
+        if not isinstance(probes, list):
+            raise ValueError("guard probes is not a list")
+        error = data.get("error")
+        ref = data.get("reference")
+        return cls(
+            model=str(data.get("model", "")),
+            max_tokens=int(data.get("max_tokens", 0)),
+            probes=[ProbeResult.from_dict(p) for p in probes],
+            seconds=float(data.get("seconds", 0.0)),
+            error=None if error is None else str(error),
+            reference=None if ref is None else str(ref),
+        )
+
+
+@dataclass(frozen=True)
+class PromptDiff:
+    """One probe compared.
+
+    Attributes:
+        prompt: The probe text.
+        first_divergence: Index of the first generated token that differs, None if none.
+        mean_abs_dlogprob: Mean |Δ logprob| over the baseline's tokens (teacher-forced
+            where the candidate has them, else over the shared greedy prefix); None
+            when no pair of numbers was available.
+        forced: Whether the logprob drift is teacher-forced.
+    """
+
+    prompt: str
+    first_divergence: int | None
+    mean_abs_dlogprob: float | None
+    forced: bool
+
+
+@dataclass(frozen=True)
+class GuardVerdict:
+    """A candidate's outputs judged against a baseline's.
+
+    Attributes:
+        verdict: same / close / drifted / unknown.
+        match_rate: Fraction of probes whose greedy tokens are identical.
+        diffs: Per probe.
+        mean_abs_dlogprob: Mean over the probes that have one (None if none).
+        reason: Why the verdict is unknown, or a one-line summary.
+    """
+
+    verdict: Verdict
+    match_rate: float
+    diffs: tuple[PromptDiff, ...]
+    mean_abs_dlogprob: float | None
+    reason: str
+
+    @property
+    def diverged(self) -> list[PromptDiff]:
+        return [d for d in self.diffs if d.first_divergence is not None]
+
+    def summary(self) -> str:
+        """One line, e.g. ``drifted on 3/8 prompts from token 5``."""
+        if self.verdict is Verdict.UNKNOWN:
+            return f"unknown ({self.reason})"
+        n = len(self.diffs)
+        drift = (
+            ""
+            if self.mean_abs_dlogprob is None
+            else f", mean |Δlogprob| {self.mean_abs_dlogprob:.2g}"
+        )
+        if self.verdict is Verdict.DRIFTED and self.diverged:
+            first = min(d.first_divergence or 0 for d in self.diverged)
+            return f"drifted on {len(self.diverged)}/{n} prompts from token {first}{drift}"
+        return f"{self.verdict} on {n} prompts{drift}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": str(self.verdict),
+            "match_rate": self.match_rate,
+            "mean_abs_dlogprob": self.mean_abs_dlogprob,
+            "reason": self.reason,
+            "summary": self.summary(),
+            "prompts": [
+                {
+                    "prompt": d.prompt,
+                    "first_divergence": d.first_divergence,
+                    "mean_abs_dlogprob": d.mean_abs_dlogprob,
+                    "forced": d.forced,
+                }
+                for d in self.diffs
+            ],
+        }
