@@ -13,6 +13,7 @@ from pathlib import Path
 import typer
 
 from tuner.cli.app import app, register_all
+from tuner.crash import run_guarded
 
 
 @app.command("tui")
@@ -21,18 +22,26 @@ def tui_command(
     preset: Path | None = typer.Option(None, "--preset", "-p", help="Preset TOML to start from."),
 ) -> None:
     """Open the TUI (also what `tunelab` with no command does)."""
-    from tui.app import run_app
+    # Imported here for start-up time: Textual loads only when the TUI opens.
+    from tui.guard import run_tui
 
-    run_app(model=model, preset=preset)
+    run_tui(model=model, preset=preset)
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point of the `tunelab` script."""
+    """Entry point of the `tunelab` script, under the one top-level handler.
+
+    A TunelabError prints its message and fix (exit 2 or 1), Ctrl-C exits 130,
+    any other exception writes a crash report and exits 70 (tuner.crash);
+    Typer's usage errors and ``typer.Exit`` keep their own output and codes.
+    """
     args = list(sys.argv[1:] if argv is None else argv)
     register_all(app)
     if not args:
         args = ["tui"]
-    app(args=args, prog_name="tunelab")
+    code = run_guarded(lambda: app(args=args, prog_name="tunelab"), args)
+    if code:
+        sys.exit(code)
 
 
 if __name__ == "__main__":

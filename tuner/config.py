@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tuner.errors import TunelabError
 from tuner.redact import SECRET_ENGINE_ARGS
 from tuner.vllm_flags import SERVE_OPTIONS
 
@@ -36,7 +37,7 @@ RESERVED_ENGINE_KEYS = frozenset({"host", "port", "model"})
 COMPILATION_FIELDS = {"cudagraph-mode": "cudagraph_mode"}
 
 
-class ConfigError(ValueError):
+class ConfigError(TunelabError, ValueError):
     """A config or a KEY=VALUE that cannot be used; the message says how to fix it."""
 
 

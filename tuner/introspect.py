@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner import paths
+from tuner.errors import RunFailedError
 
 PROBE_FILE = Path(__file__).with_name("introspect_probe.py")
 PROBE_MARKER = "@@TUNELAB_PROBE@@"
@@ -80,7 +81,7 @@ print(json.dumps(out))
 """
 
 
-class IntrospectError(RuntimeError):
+class IntrospectError(RunFailedError, RuntimeError):
     """The target interpreter could not be run at all (not found, not executable)."""
 
 

@@ -41,3 +41,10 @@ def trials_dir() -> Path:
     path = data_dir() / "trials"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def crash_dir() -> Path:
+    """Crash reports of internal errors (one file per crash; see tuner.crash)."""
+    path = data_dir() / "crashes"
+    path.mkdir(parents=True, exist_ok=True)
+    return path

@@ -19,11 +19,13 @@ from typing import Any
 
 import httpx
 
+from tuner.errors import RunFailedError
+
 METRICS_MAX_BYTES = 8 * 1024 * 1024  # vLLM's page is ~100 KiB even with many LoRAs
 JSON_MAX_BYTES = 4 * 1024 * 1024
 
 
-class ControlError(Exception):
+class ControlError(RunFailedError):
     """A control call failed; the message is one line, fit for the user."""
 
 

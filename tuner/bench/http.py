@@ -32,6 +32,8 @@ from urllib.parse import urlsplit
 
 import httptools
 
+from tuner.errors import RunFailedError
+
 # feed(payload_bytes, now) -> None; receives de-framed body bytes as they come.
 BodySink = Callable[[bytes, float], None]
 
@@ -40,7 +42,7 @@ ERROR_BODY_BYTES = 4096  # kept of a non-200 answer; the rest is not read
 DEFAULT_MAX_BODY = 64 * 1024 * 1024
 
 
-class HttpError(Exception):
+class HttpError(RunFailedError):
     """Transport-level failure; ``kind`` is the short class used in reports."""
 
     def __init__(self, kind: str, message: str) -> None:

@@ -48,10 +48,11 @@ from tuner.bench.prompts import (
 )
 from tuner.bench.server_metrics import ServerSummary, ServerWatcher
 from tuner.bench.workload import Workload, WorkloadError
+from tuner.errors import RunFailedError
 from tuner.redact import redact_url
 
 
-class BenchError(RuntimeError):
+class BenchError(RunFailedError, RuntimeError):
     """The run could not start (server unreachable, no model); says what to fix."""
 
 

@@ -13,6 +13,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from tuner.errors import TunelabError
+
 Endpoint = Literal["completions", "chat"]
 
 # Goodput SLO keys: vLLM's three (ttft, tpot, e2el) plus tunelab's `itl`,
@@ -20,7 +22,7 @@ Endpoint = Literal["completions", "chat"]
 SLO_KEYS = ("ttft", "tpot", "itl", "e2el")
 
 
-class WorkloadError(ValueError):
+class WorkloadError(TunelabError, ValueError):
     """A workload that cannot be run; the message says what to change."""
 
 

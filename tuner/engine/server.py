@@ -35,12 +35,13 @@ from tuner.engine.events import (
 )
 from tuner.engine.ports import free_port
 from tuner.engine.spec import EngineSpec
+from tuner.errors import RunFailedError
 
 PORT_RETRIES = 3
 _TAIL_LINES = 400
 
 
-class EngineStartError(RuntimeError):
+class EngineStartError(RunFailedError, RuntimeError):
     """The engine did not become healthy; ``reason`` says why, ``log_tail`` shows the end of its log."""
 
     def __init__(self, reason: str, log_tail: list[str], *, port_in_use: bool = False) -> None:

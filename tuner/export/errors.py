@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from tuner.errors import RunFailedError, TunelabError
+
 
 class Severity(StrEnum):
     """How bad an issue is: errors block loading; warnings are shown by ``presets check``."""
@@ -49,7 +51,7 @@ class Issue:
 
 
 @dataclass
-class PresetError(ValueError):
+class PresetError(TunelabError, ValueError):
     """A preset that cannot be loaded or written; holds every issue found.
 
     Attributes:
@@ -69,7 +71,7 @@ class PresetError(ValueError):
         return "\n".join([head, *(f"  {i.format(self.source)}" for i in errors)])
 
 
-class ExportError(RuntimeError):
+class ExportError(RunFailedError, RuntimeError):
     """Export could not complete (a file exists, the disk is full, ...); nothing half-written."""
 
 

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import re
 
+from tuner.errors import TunelabError
+
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\x85]")
 
 
-class QuotingError(ValueError):
+class QuotingError(TunelabError, ValueError):
     """A value cannot be written safely (it holds a NUL byte)."""
 
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
+from tuner.errors import TunelabError
+
 
 @dataclass(frozen=True)
 class GpuSpec:
@@ -75,7 +77,7 @@ _PARTITIONS = {"CPX", "DPX", "QPX", "SPX"}
 _SPLIT = {"SPX": 1, "DPX": 2, "QPX": 4, "CPX": 8}
 
 
-class GpuNameError(ValueError):
+class GpuNameError(TunelabError, ValueError):
     """A ``--gpu`` value tunelab does not know; the message lists the known ones."""
 
 

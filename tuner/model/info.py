@@ -13,6 +13,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from tuner.errors import TunelabError
 from tuner.model.moe import MoEInfo, first_int, moe_from_config
 from tuner.model.params import estimate_params, quantized_bits
 
@@ -33,7 +34,7 @@ DTYPE_BYTES: dict[str, float] = {
 }
 
 
-class ModelError(ValueError):
+class ModelError(TunelabError, ValueError):
     """A model that cannot be found or read; the message says what to do."""
 
 

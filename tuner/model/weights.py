@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tuner.errors import TunelabError
+
 # Largest header we accept: real ones are kilobytes to a few MB.
 MAX_HEADER_BYTES = 100 * 1024 * 1024
 
@@ -40,7 +42,7 @@ DTYPE_SIZES = {
 }
 
 
-class SafetensorsError(ValueError):
+class SafetensorsError(TunelabError, ValueError):
     """A safetensors file whose header cannot be read."""
 
 

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from tuner.errors import TunelabError
 from tuner.redact import redact_text, redact_url
 from tuner.studies.common import TrialRunner, meets, value_of
 from tuner.studies.space import WORKLOAD_KEYS, Constraint, Param, Space
@@ -57,7 +58,7 @@ GRACE_S = 60
 OPTUNA_DB = "optuna.db"
 
 
-class SearchError(ValueError):
+class SearchError(TunelabError, ValueError):
     """A search that cannot run as asked; says what to change."""
 
 

@@ -46,6 +46,7 @@ from statistics import NormalDist
 
 import numpy as np
 
+from tuner.errors import TunelabError
 from tuner.studies.stats import Comparison, Scale, StatsError, Verdict, compare
 
 _NORMAL = NormalDist()
@@ -54,7 +55,7 @@ _GRID_STEP = 0.02
 _GRID_HALF_WIDTH = 9.0
 
 
-class SequentialError(ValueError):
+class SequentialError(TunelabError, ValueError):
     """A sequential design that cannot work; the message says what to change."""
 
 

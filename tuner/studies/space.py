@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tuner.config import ConfigError, EngineValue, parse_value
+from tuner.errors import TunelabError
 
 ParamKind = Literal["categorical", "int", "float"]
 
@@ -32,7 +33,7 @@ _RANGE_RE = re.compile(r"^(int|float):\s*(.+?)\s*\.\.\s*(.+?)\s*(?::(log))?$")
 _CONSTRAINT_RE = re.compile(r"^\s*([a-z0-9_]+)\s*(<=|>=|<|>)\s*([-+0-9.eE]+)\s*$")
 
 
-class SpaceError(ValueError):
+class SpaceError(TunelabError, ValueError):
     """A parameter, space file or constraint that cannot be used; says how to write it."""
 
 

@@ -31,6 +31,8 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
 
+from tuner.errors import TunelabError
+
 
 class Direction(StrEnum):
     """Which way is better for a metric."""
@@ -74,7 +76,7 @@ _LOWER_SUFFIXES = ("_ms", "_s", "_seconds", "_j", "_joules")
 _LOWER_WORDS = ("failed", "latency", "energy", "power", "vram", "duration")
 
 
-class StatsError(ValueError):
+class StatsError(TunelabError, ValueError):
     """A comparison that cannot be made; the message says why."""
 
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from tuner.errors import TunelabError
 from tuner.studies.common import TrialRunner, describe_values, meets, study_name, value_of
 from tuner.studies.space import Constraint, Param
 from tuner.studies.stats import Direction, metric_direction
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from tuner.trials.model import Trial
 
 
-class SweepError(ValueError):
+class SweepError(TunelabError, ValueError):
     """A sweep that cannot run as declared; says what to change."""
 
 

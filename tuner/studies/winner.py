@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tuner.errors import TunelabError
 from tuner.studies.common import meets, point_key, value_of
 from tuner.studies.space import Constraint, parse_constraint
 from tuner.studies.stats import (
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from tuner.trials.model import Trial
 
 
-class WinnerError(ValueError):
+class WinnerError(TunelabError, ValueError):
     """No winner can be named; the message says why and what to run."""
 
 

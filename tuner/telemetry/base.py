@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+from tuner.errors import RunFailedError
 from tuner.telemetry.types import GpuSnapshot
 
 
-class BackendUnavailable(Exception):
+class BackendUnavailable(RunFailedError):
     """The backend cannot run here; ``str(exc)`` is the reason shown to the user."""
 
 

@@ -31,6 +31,7 @@ import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
+from tuner.errors import TunelabError
 from tuner.telemetry import select_backend
 from tuner.trials.model import Trial
 
@@ -38,7 +39,7 @@ FORCE_ENV = "TUNELAB_FORCE_GPU_COUNT"
 _PARALLEL_KEYS = ("tensor-parallel-size", "pipeline-parallel-size", "data-parallel-size")
 
 
-class SlotError(ValueError):
+class SlotError(TunelabError, ValueError):
     """GPU slots cannot be formed as asked; the message says what to change."""
 
 

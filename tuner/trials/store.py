@@ -32,6 +32,7 @@ import psutil
 
 from tuner.bench.workload import Workload
 from tuner.config import EngineConfig
+from tuner.errors import TunelabError
 from tuner.trials.model import Trial, TrialStatus
 
 # 2: the study_settings table (a study's chosen baseline; tuner.lab.study).
@@ -114,7 +115,7 @@ CREATE TABLE IF NOT EXISTS study_settings (
 """
 
 
-class StoreError(RuntimeError):
+class StoreError(TunelabError, RuntimeError):
     """The store cannot do what was asked; the message says what to do instead."""
 
 
