@@ -140,6 +140,13 @@ class KnobRow(Horizontal):
         self.query_one(".knob-name", Label).update(self._name_text())
         self.tooltip = self.help_text()
 
+    def apply_target(self, version: str | None, platform: str | None) -> None:
+        """Availability mark and (for choices) the target's values, those elsewhere marked."""
+        self.mark(catalogue.available(self.knob, version, platform))
+        if version and self.knob.type is ValueType.CHOICE:
+            choices = catalogue.choices_for(self.knob, version)
+            self.set_choices(choices, not_on_platform(self.knob, choices, platform))
+
     def _name_text(self) -> Text:
         """The key, after a ⊘ when the knob has no effect on the target."""
         mark = "  " if self.availability.ok else "⊘ "
@@ -153,7 +160,7 @@ class KnobRow(Horizontal):
         if panel.config is not None:
             self.set_value(panel.config.get(self.knob.key))
         if panel.target is not None:
-            self.mark(catalogue.available(self.knob, *panel.target))
+            self.apply_target(*panel.target)
 
     def help_text(self) -> str:
         """Help line: the catalogue's help, its source, and why it is n/a if so."""
@@ -334,10 +341,7 @@ class KnobPanel(VerticalScroll):
         """
         self.target = (version, platform)
         for row in self.query(KnobRow):
-            row.mark(catalogue.available(row.knob, version, platform))
-            if version and row.knob.type is ValueType.CHOICE:
-                choices = catalogue.choices_for(row.knob, version)
-                row.set_choices(choices, not_on_platform(row.knob, choices, platform))
+            row.apply_target(version, platform)
         count = sum(not catalogue.available(k, version, platform).ok for k in catalogue.KNOBS)
         self.border_subtitle = f"{count} n/a on {platform or '?'}" if count else ""
         return count
