@@ -18,7 +18,7 @@ import typer
 
 if TYPE_CHECKING:
     from tuner.introspect import VllmInfo
-    from tuner.knobs import Availability, Knob
+    from tuner.knobs import Knob
 
 
 class PlatformName(StrEnum):
@@ -199,11 +199,3 @@ def _values_text(row: dict[str, Any]) -> str:
     if high is not None:
         return f"{row['type']} ≤ {high:g}"
     return row["type"]
-
-
-def availability_text(verdict: Availability) -> str:
-    """One short phrase for a verdict (used by the TUI and tests)."""
-    text = str(verdict.status)
-    if verdict.replacement:
-        text += f" → {verdict.replacement}"
-    return text

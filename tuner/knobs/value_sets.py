@@ -22,7 +22,6 @@ VERIFIED_VERSIONS: tuple[str, ...] = (
     "0.22.0", "0.23.0", "0.24.0", "0.25.0", "0.26.0", "0.27.0", "0.28.0", "0.29.0",
     "0.30.0", "0.31.0", "0.32.0", "0.33.0",
 )  # fmt: skip
-NEWEST_VERIFIED = VERIFIED_VERSIONS[-1]
 
 
 @dataclass(frozen=True)

@@ -107,8 +107,8 @@ class Target:
 
         Args:
             info: The introspection result.
-            gpus: GPU count override (default: what introspection saw, else 1).
-            vram_gib: Per-GPU memory override (default: what introspection saw).
+            gpus: GPU count (default 1: introspection does not count GPUs).
+            vram_gib: Per-GPU memory (default unknown: introspection does not report it).
         """
 
         def tup(name: str) -> tuple[str, ...] | None:
@@ -117,13 +117,13 @@ class Target:
 
         env = getattr(info, "env_vars", None)
         args = getattr(info, "engine_args", None)
-        seen_gpus = getattr(info, "gpu_count", None) or getattr(info, "gpus", None)
-        seen_vram = getattr(info, "vram_gib", None)
         return cls(
             vllm_version=getattr(info, "version", None),
             platform=(getattr(info, "platform", None) or None),
-            gpus=gpus or (seen_gpus if isinstance(seen_gpus, int) and seen_gpus > 0 else 1),
-            vram_gib=vram_gib if vram_gib is not None else seen_vram,
+            # VllmInfo reports neither GPU count nor memory: those come from the caller
+            # (telemetry or --gpu; tuner.lab.target decides which wins).
+            gpus=gpus or 1,
+            vram_gib=vram_gib,
             gpu_arch=getattr(info, "gpu_arch", None),
             attention_backends=tup("attention_backends"),
             quantization_methods=tup("quantization_methods"),
