@@ -214,6 +214,81 @@ def corpus() -> list[Case]:
         ),
         Case("env-value-injection", document(env={"VLLM_LOGGING_LEVEL": f"INFO{INJECT}"}), False),
         Case("unicode-separators", document(description="a\u2028b\u0085c\rtouch PWNED"), False),
+        # Issue 19: values that look like options reach vLLM as values (--key=value).
+        Case(
+            "served-name-flag", document(engine={"served-model-name": "--trust-remote-code"}), False
+        ),
+        Case("served-name-O3", document(engine={"served-model-name": "-O3"}), False),
+        Case("tokenizer-O0", document(engine={"tokenizer": "-O0"}), False),
+        # ... and a model that starts with "-" would be an option itself.
+        Case("model-trust-remote-code", document(model="--trust-remote-code"), True, "./"),
+        Case("model-O0", document(model="-O0"), True, "starts with '-'"),
+        Case("lone-double-dash", document(engine={"served-model-name": "--"}), True, "'--'"),
+        # Code-loading engine arguments need --allow-code (tuner/export/engine_policy.py).
+        *[
+            Case(f"code-{key}", document(engine={key: value}), True, key)
+            for key, value in (
+                ("trust-remote-code", True),
+                ("tool-parser-plugin", "/tmp/pwn.py"),
+                ("reasoning-parser-plugin", "/tmp/pwn.py"),
+                ("worker-extension-cls", "evilpkg.Ext"),
+                ("worker-cls", "evilpkg.Worker"),
+                ("scheduler-cls", "evilpkg.Sched"),
+                ("middleware", "evilpkg.mw"),
+                ("logits-processors", ["evilpkg.LP"]),
+                ("config", "/tmp/evil.yaml"),
+                ("io-processor-plugin", "evil"),
+                ("model-class-overrides", {"LlamaForCausalLM": "evilpkg:Model"}),
+                ("distributed-executor-backend", "evilpkg.Exec"),
+                ("logging-config", {"version": 1}),
+            )
+        ],
+        Case(
+            "code-kv-connector-module",
+            document(engine={"kv-transfer-config": {"kv_connector_module_path": "evilpkg"}}),
+            True,
+            "kv_connector_module_path",
+        ),
+        Case(
+            "code-compile-backend",
+            document(engine={"compilation-config": {"backend": "evilpkg.backend"}}),
+            True,
+            "compilation-config.backend",
+        ),
+        Case(
+            "code-custom-proposer",
+            document(engine={"speculative-config": {"model": "evilpkg.Proposer"}}),
+            True,
+            "speculative-config.model",
+        ),
+        # Abbreviations would skip the knob's checks and be expanded by argparse.
+        Case(
+            "abbrev-gpu-memory",
+            document(engine={"gpu-memory-util": 7.5}),
+            True,
+            "gpu-memory-utilization",
+        ),
+        Case(
+            "abbrev-batched",
+            document(engine={"max-num-batched": -1}),
+            True,
+            "max-num-batched-tokens",
+        ),
+        # Secrets in engine arguments are never written.
+        Case("secret-hf-token", document(engine={"hf-token": CANARY}), True, "HF_TOKEN"),
+        Case("secret-api-key", document(engine={"api-key": CANARY}), True, "VLLM_API_KEY"),
+        Case(
+            "env-name-newline",
+            document(env={"VLLM_LOGGING_LEVEL\n": "INFO"}),
+            True,
+            "VLLM_LOGGING_LEVEL",
+        ),
+        Case(
+            "value-over-128k",
+            document(engine={"chat-template": "x" * (130 * 1024)}),
+            True,
+            "128 KiB",
+        ),
     ]
     return cases
 
