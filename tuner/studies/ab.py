@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from tuner.bench.metrics import delivery_warning
 from tuner.engine.effective import arms_differences
-from tuner.errors import TunelabError
 from tuner.studies.common import TrialRunner, study_name, value_of
 from tuner.studies.sequential import (
     Decision,
@@ -48,7 +47,7 @@ if TYPE_CHECKING:
 Order = Literal["abba", "abab"]
 
 
-class ABError(TunelabError, ValueError):
+class ABError(ValueError):
     """An A/B that cannot be run as asked; says what to change."""
 
 
@@ -289,6 +288,31 @@ def _placement(
     return out
 
 
+def _design(
+    max_repeats: int | None, equivalence: float | None, confidence: float, spending: Spending
+) -> SequentialDesign | None:
+    """The sequential design asked for (None: a fixed-size A/B)."""
+    if max_repeats is None and equivalence is None:
+        return None
+    try:
+        return SequentialDesign(max_repeats or 6, 1.0 - confidence, spending, equivalence)
+    except SequentialError as exc:
+        raise ABError(str(exc)) from None
+
+
+def _tags(design: SequentialDesign | None, order: str, total: int) -> dict[str, Any]:
+    """What every trial of the A/B carries, enough to replay its looks from the store."""
+    tags: dict[str, Any] = {"kind": "ab", "order": order, "repeats": total}
+    if design is not None:
+        tags["sequential"] = {
+            "max_repeats": design.max_repeats,
+            "alpha": design.alpha,
+            "spending": design.spending.value,
+            "equivalence": design.equivalence,
+        }
+    return tags
+
+
 async def run_ab(
     a: EngineConfig,
     b: EngineConfig,
@@ -345,29 +369,13 @@ async def run_ab(
             "knobs on one model — use two studies to compare models"
         )
     schedule(repeats, order)  # validates repeats and order
-    design: SequentialDesign | None = None
-    if max_repeats is not None or equivalence is not None:
-        try:
-            design = SequentialDesign(max_repeats or 6, 1.0 - confidence, spending, equivalence)
-        except SequentialError as exc:
-            raise ABError(str(exc)) from None
+    design = _design(max_repeats, equivalence, confidence, spending)
     total = design.max_repeats if design else repeats
     name = study or study_name("ab")
     size = max(world_size(Trial(a, workload)), world_size(Trial(b, workload)))
     slots = [slot.devices for slot in runner.pool.slots(size)]
     pairs = len(slots) // 2
-    tags: dict[str, Any] = {
-        "kind": "ab",
-        "order": order if pairs < 1 else "parallel-swap",
-        "repeats": total,
-    }
-    if design is not None:
-        tags["sequential"] = {
-            "max_repeats": design.max_repeats,
-            "alpha": design.alpha,
-            "spending": design.spending.value,
-            "equivalence": design.equivalence,
-        }
+    tags = _tags(design, order if pairs < 1 else "parallel-swap", total)
     monitor = SequentialMonitor(design) if design else None
     done: list[Trial] = []
     for wave, plan in enumerate(_waves(total, pairs, order)):
