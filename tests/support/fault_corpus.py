@@ -275,10 +275,10 @@ def corpus() -> list[Case]:
             "max-num-batched-tokens",
         ),
         # Secrets in engine arguments are never written.
-        Case("secret-hf-token", document(engine={"hf-token": CANARY}), True, "HF_TOKEN"),
-        Case("secret-api-key", document(engine={"api-key": CANARY}), True, "VLLM_API_KEY"),
+        Case("secret-engine-hf-token", document(engine={"hf-token": CANARY}), True, "HF_TOKEN"),
+        Case("secret-engine-api-key", document(engine={"api-key": CANARY}), True, "VLLM_API_KEY"),
         Case(
-            "env-name-newline",
+            "env-name-trailing-newline",
             document(env={"VLLM_LOGGING_LEVEL\n": "INFO"}),
             True,
             "VLLM_LOGGING_LEVEL",
