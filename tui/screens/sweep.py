@@ -6,7 +6,7 @@ The text is parsed by ``tuner.studies.space.parse_param`` (the same syntax as
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -14,10 +14,11 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
+from tuner.config import EngineValue
 from tuner.knobs import Knob, ValueType, choices_for
 
 
-def suggest(knob: Knob, current: Any) -> str:
+def suggest(knob: Knob, current: EngineValue | None) -> str:
     """A starting text for sweeping ``knob``: its two states, a few choices, or ×½ ×1 ×2."""
     if knob.type is ValueType.BOOL:
         values = "0,1" if knob.kind == "env" else "false,true"

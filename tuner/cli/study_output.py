@@ -12,10 +12,15 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
+from rich.console import Console
+from rich.table import Table
+
 from tuner.cli.safe_text import markup
+from tuner.cli.trial_progress import TrialProgressDisplay
+from tuner.studies.stats import Verdict, format_relative
+from tuner.trials.events import TrialDone, TrialFailed, TrialSkipped
 
 if TYPE_CHECKING:
-    from tuner.cli.trial_progress import TrialProgressDisplay
     from tuner.studies.ab import ABReport
     from tuner.studies.search import SearchReport
     from tuner.studies.sweep import SweepReport
@@ -30,7 +35,6 @@ class StudyProgress:
         self, kind: str, total: int, *, show_log: bool = False, skips_extra: bool = False
     ) -> None:
         """Args: skips_extra: a skipped trial does not count towards ``total`` (search)."""
-        from tuner.cli.trial_progress import TrialProgressDisplay
 
         self._total = total
         self._skips_extra = skips_extra
@@ -49,7 +53,6 @@ class StudyProgress:
         self.display.__exit__(*exc)
 
     def __call__(self, event: TrialEvent) -> None:
-        from tuner.trials.events import TrialDone, TrialFailed, TrialSkipped
 
         self.display(event)
         if isinstance(event, TrialDone | TrialFailed | TrialSkipped):
@@ -84,10 +87,6 @@ def _num(value: float | None, spec: str = ",.2f") -> str:
 
 
 def print_ab(report: ABReport) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    from tuner.studies.stats import Verdict, format_relative
 
     console = Console(highlight=False)
     table = Table(title=f"A/B study {markup(report.study)}", title_justify="left")
@@ -115,8 +114,6 @@ def print_ab(report: ABReport) -> None:
 
 
 def print_sweep(report: SweepReport) -> None:
-    from rich.console import Console
-    from rich.table import Table
 
     console = Console(highlight=False)
     for step in report.steps:
@@ -143,7 +140,6 @@ def print_sweep(report: SweepReport) -> None:
 
 
 def print_search(report: SearchReport) -> None:
-    from rich.console import Console
 
     console = Console(highlight=False)
     console.print(
@@ -165,7 +161,6 @@ def print_search(report: SearchReport) -> None:
 
 
 def print_winner(report: WinnerReport) -> None:
-    from rich.console import Console
 
     console = Console(highlight=False)
     w = report.winner
