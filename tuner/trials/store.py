@@ -16,7 +16,6 @@ telemetry ...) are JSON columns, readable with any SQLite client.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import math
 import os
@@ -34,6 +33,7 @@ from tuner.bench.workload import Workload
 from tuner.config import EngineConfig
 from tuner.errors import TunelabError
 from tuner.trials.model import Trial, TrialStatus
+from tuner.trials.rows import BadRow, StoreScan, UnreadableRow, known_keys, one_line
 
 # 2: the study_settings table (a study's chosen baseline; tuner.lab.study).
 # 3: the ``effective`` column (requested vs effective config, tuner.engine.effective).
@@ -126,34 +126,6 @@ class TrialNotFound(StoreError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
-class UnreadableRow(StoreError):
-    """One stored row does not parse (raised inside the store, reported as a BadRow)."""
-
-    def __init__(self, trial_id: str, reason: str) -> None:
-        super().__init__(f"trial {trial_id}: {reason}")
-        self.trial_id = trial_id
-        self.reason = reason
-
-
-@dataclass(frozen=True)
-class BadRow:
-    """A stored row that could not be read: its id and why (shown, never hidden)."""
-
-    id: str
-    reason: str
-
-    def to_dict(self) -> dict[str, str]:
-        return {"id": self.id, "reason": self.reason}
-
-
-@dataclass(frozen=True)
-class StoreScan:
-    """The readable trials of a query and the rows that were not."""
-
-    trials: list[Trial]
-    bad: list[BadRow]
-
-
 @dataclass(frozen=True)
 class StudySummary:
     """One study in the store: how many trials in which state."""
@@ -179,18 +151,6 @@ def default_path() -> Path:
     from tuner import paths
 
     return paths.data_dir() / DB_NAME
-
-
-def _known_keys(value: Any, cls: type, what: str) -> Any:
-    """``value`` without the keys dataclass ``cls`` lacks (fields a newer tunelab wrote)."""
-    if not isinstance(value, dict):
-        raise UnreadableRow("?", f"{what} is not a JSON object")
-    known = {f.name for f in dataclasses.fields(cls)}
-    return {k: v for k, v in value.items() if k in known}
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())[:200]
 
 
 def _json(value: Any) -> str:
@@ -325,15 +285,19 @@ class TrialStore:
                 data[name] = data[name] or []
             for name in ("tags", "timings"):
                 data[name] = data[name] or {}
-            data["workload"] = _known_keys(data["workload"], Workload, "workload")
-            data["config"] = _known_keys(data["config"], EngineConfig, "config")
+            if data["status"] not in TrialStatus.__members__.values():
+                raise UnreadableRow(
+                    str(row["id"]), f"unknown status {data['status']!r} (from a newer tunelab?)"
+                )
+            data["workload"] = known_keys(data["workload"], Workload, "workload")
+            data["config"] = known_keys(data["config"], EngineConfig, "config")
             return Trial.from_dict(data)
         except UnreadableRow as exc:
             raise UnreadableRow(str(row["id"]), exc.reason) from None
         except json.JSONDecodeError as exc:
             raise UnreadableRow(str(row["id"]), f"bad JSON ({exc.msg})") from None
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            raise UnreadableRow(str(row["id"]), _one_line(str(exc)) or type(exc).__name__) from None
+            raise UnreadableRow(str(row["id"]), one_line(str(exc)) or type(exc).__name__) from None
 
     # -- writing -----------------------------------------------------------------
     def add(self, trial: Trial) -> Trial:
