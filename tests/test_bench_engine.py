@@ -177,3 +177,29 @@ def test_medians_agree_with_vllm_bench_serve(cpu_engine, demo_model_path: Path) 
         if abs(a - b) > max(AGREE_REL * b, min(spread, NOISE_CAP_REL * b), floor):
             failures.append(f"{key}: {a:.2f} vs {b:.2f} (noise spread {spread:.2f})")
     assert not failures, f"medians disagree beyond {AGREE_REL:.0%} and the noise: {failures}"
+
+
+@pytest.mark.engine
+def test_server_view_sees_the_load_on_the_real_engine(cpu_engine, demo_model_path: Path) -> None:
+    """Issue 19 "Then" 5: concurrency 8 once showed peak running 0, KV 0 %.
+
+    The scrape must use vLLM 0.32's names (vllm/v1/metrics/loggers.py) and be
+    taken while requests are in flight; then the engine's own gauges show the
+    requests tunelab had open.
+    """
+    wl = Workload(input_len=32, output_len=48, num_prompts=24, concurrency=8)
+    res = asyncio.run(
+        run_benchmark(
+            cpu_engine.url,
+            cpu_engine.served_model,
+            wl,
+            tokenizer_path=str(demo_model_path),
+            metrics_interval_s=0.2,
+        )
+    )
+    srv = res.server
+    print(f"\nserver view: {srv.to_dict()}")
+    assert res.metrics["completed"] == 24
+    assert srv.available and srv.busy_samples >= 1
+    assert srv.peak_running_requests is not None and srv.peak_running_requests >= 1
+    assert srv.peak_kv_cache_usage is not None and srv.peak_kv_cache_usage > 0

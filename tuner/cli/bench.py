@@ -348,7 +348,13 @@ def _server_line(result: BenchResult) -> str:
     def val(v: float | None, fmt: str) -> str:
         return "not sampled" if v is None else format(v, fmt)
 
-    kv = "not sampled" if srv.peak_kv_cache_usage is None else f"{srv.peak_kv_cache_usage:.0%}"
+    kv_use = srv.peak_kv_cache_usage
+    if kv_use is None:
+        kv = "not sampled"
+    elif 0 < kv_use < 0.001:
+        kv = "<0.1%"  # a tiny model's few blocks: in use, just not 0
+    else:
+        kv = f"{kv_use:.1%}"
     return (
         f"peak running {val(srv.peak_running_requests, 'g')}, "
         f"peak waiting {val(srv.peak_waiting_requests, 'g')}, KV {kv} "
