@@ -63,3 +63,13 @@ def test_toml_over_the_load_limit_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ExportError, match="KiB"):
         export(EngineConfig(model="org/m", engine=engine), tmp_path / "o", ["toml"], name="p")
     assert not (tmp_path / "o").exists()
+
+
+def test_docker_image_pinned_where_a_tag_is_known() -> None:
+    from tuner.export.docker import pick_image
+
+    assert pick_image("cuda", "0.11.0")[0] == "vllm/vllm-openai:v0.11.0"
+    image, note = pick_image("cuda", "0.32.0+cpu")
+    assert image.endswith(":latest") and "Not pinned" in note
+    image, note = pick_image("rocm", "0.12.0")
+    assert image == "rocm/vllm:latest" and "Not pinned" in note and "0.12.0" in note
