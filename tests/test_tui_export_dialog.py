@@ -55,3 +55,34 @@ async def test_formats_show_checked_by_shape_and_enter_in_directory_exports(
         assert written == [".sh", ".toml", ".yaml"], written
         status = str(app.screen.query_one("#export-status").render())
         assert "Wrote:" in status and str(out) in status
+
+
+async def test_export_dialog_flags_chunk_metrics_of_a_one_piece_trial() -> None:
+    from tuner.bench.metrics import delivery_warning
+    from tuner.trials.store import TrialStore
+
+    seen: list[Message] = []
+    app = TunelabApp(services=services())
+    async with app.run_test(size=(120, 36), message_hook=seen.append) as pilot:
+        await settle(pilot)
+        for name, text in {"output_len": "8", "num_prompts": "8", "concurrency": "4"}.items():
+            app.main.query_one(f"#wl-{name}", Input).value = text
+        await pilot.pause()
+        await pilot.press("r")
+        await wait_for(pilot, lambda: any(isinstance(m, JobFinished) for m in seen), 90, "run")
+        trial = app.session.trials[-1]
+        status = ""
+        with TrialStore() as store:
+            stored = store.get(trial.id)
+            assert stored.results is not None
+            stored.results["tunelab"] = {
+                **stored.results.get("tunelab", {}),
+                "one_chunk_fraction": 0.9,
+            }
+            store.save(stored)
+            warning = delivery_warning(stored.results, short=True)
+        assert warning
+        await pilot.press("e")
+        await pilot.pause(0.5)
+        status = str(app.screen.query_one("#export-status").render())
+        assert f"⚠ ITL/TPOT of this trial: {warning}" in status, status

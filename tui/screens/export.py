@@ -20,6 +20,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static, TextArea
 
 from tui.widgets.checkbox import StateCheckbox
+from tui.widgets.results_table import one_piece_warning
 from tuner.export.errors import ExportError
 from tuner.lab.study import Study, export_trial
 
@@ -81,6 +82,7 @@ class ExportScreen(ModalScreen[list[Path] | None]):
             )
             return
         best, statement = self.study.export_choice()
+        self.statement = statement
         self.query_one("#export-status", Static).update(statement)
         options = [
             (f"{t.short_id}{' (suggested)' if best is not None and t.id == best.id else ''}", t.id)
@@ -89,6 +91,18 @@ class ExportScreen(ModalScreen[list[Path] | None]):
         select.set_options(options)
         default = self.trial_id or (best.id if best is not None else trials[-1].id)
         select.value = default
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        """The chosen trial's chunk metrics are flagged when its responses came in one piece (B9)."""
+        if event.select.id != "export-trial" or event.value is Select.NULL:
+            return
+        trial = next((t for t in self.study.trials() if t.id == str(event.value)), None)
+        results = trial.results if trial is not None else None
+        warning = one_piece_warning(trial) if results else None
+        text = getattr(self, "statement", "")
+        if warning:
+            text = f"{text}\n⚠ ITL/TPOT of this trial: {warning}" if text else f"⚠ {warning}"
+        self.query_one("#export-status", Static).update(text)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         """Enter in the directory field exports (B12: it did nothing)."""
