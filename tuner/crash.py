@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TextIO
 
 from tuner import __version__, paths
+from tuner.cli.safe_text import clean
 from tuner.errors import EXIT_CRASH, EXIT_INTERRUPTED, TunelabError
 from tuner.redact import REDACTED, is_secret_engine_arg, is_secret_param, redact_argv, redact_text
 
@@ -63,10 +64,14 @@ def run_guarded(
 
 
 def print_error(exc: TunelabError, stream: TextIO) -> None:
-    """The message and, when there is one, the fix; no traceback."""
-    print(f"tunelab: error: {exc.message}", file=stream)
+    """The message and, when there is one, the fix; no traceback.
+
+    Both may quote foreign text (a server's error, a file's content), so
+    terminal escape sequences are stripped first.
+    """
+    print(f"tunelab: error: {clean(exc.message)}", file=stream)
     if exc.fix:
-        print(f"fix: {exc.fix}", file=stream)
+        print(f"fix: {clean(exc.fix)}", file=stream)
 
 
 def write_crash_report(exc: BaseException, argv: Sequence[str]) -> Path:
