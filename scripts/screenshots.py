@@ -1,4 +1,4 @@
-"""Writes SVG screenshots of the TUI's main screens into ``screenshots/``, from the app itself.
+"""Writes SVG screenshots of the TUI's screens into ``screenshots/``, from the app itself.
 
 Each screen is reached by driving the real app with Textual's pilot and saved
 with ``app.save_screenshot``. Two boundaries are replaced, and the file names
@@ -7,7 +7,8 @@ module from ``tests/fakes`` (no GPU exists here), and the run, results,
 compare and export screens measure the ENGINE DOUBLE
 (``tests/support/study_engine_double.py``, a stdlib server that answers like
 vLLM and whose speed follows ``max-num-seqs``) so the script takes seconds,
-not the minutes that six real CPU-engine starts take. Everything else — the
+not the minutes that six real CPU-engine starts take. The A/B progress, the
+engine-log view (`l`) and the key help (`?`) are shot during and after the A/B. Everything else — the
 knob catalogue, the rules, the trial runner, the A/B statistics, the export —
 is the real code.
 
@@ -100,11 +101,26 @@ async def run_and_results(out: Path, size: tuple[int, int]) -> None:
         panel.row("enforce-eager").control.focus()
         await pilot.pause()
         await pilot.press("a")
+
+        def job_line() -> str:
+            return str(app.main.query_one("#run-job").render())
+
+        await wait_for(pilot, lambda: "launch 2 of" in job_line(), 120, "the A/B's 2nd launch")
+        await pilot.pause(1.2)  # the once-a-second clock has drawn the ETA
+        await _shoot(app, out, "ab-progress-engine-double.svg")
         await wait_for(
             pilot, lambda: sum(isinstance(m, JobFinished) for m in seen) >= 2, 300, "the A/B"
         )
         await pilot.pause(0.3)
         await _shoot(app, out, "ab-verdict-engine-double.svg")
+        await pilot.press("l")
+        await pilot.pause(0.5)
+        await _shoot(app, out, "engine-log-engine-double.svg")
+        await pilot.press("escape")
+        await pilot.press("question_mark")
+        await pilot.pause(0.5)
+        await _shoot(app, out, "key-help.svg")
+        await pilot.press("escape")
         await pilot.press("t")
         await pilot.pause(0.5)
         await _shoot(app, out, "results-engine-double.svg")

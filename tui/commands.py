@@ -58,7 +58,9 @@ ACTIONS: tuple[ActionSpec, ...] = (
         show=False,
     ),
     ActionSpec("s", "stop", "Stop", "Stop the run: the engine's whole process tree is killed"),
-    ActionSpec("f", "fix", "Fix", "Apply the first finding's fix to the config"),
+    ActionSpec(
+        "f", "fix", "Fix", "Apply a finding's fix to the config (asks which when several have one)"
+    ),
     ActionSpec(
         "t", "results", "Results", "Show the table of all trials of the study, and the plot"
     ),

@@ -353,9 +353,7 @@ class RunPanel(Vertical):
         if line.startswith("FAILED: "):  # the screen's failure note is tunelab's, not vLLM's
             return
         self.engine_log.add(line)
-        count = len(self.engine_log.lines)
-        if count == 1 or count % 50 == 0:
-            self.border_subtitle = f"engine log: {count} lines · l"
+        self.border_subtitle = f"engine log: {len(self.engine_log.lines)} lines · l"
 
 
 def _log_path(trial_id: str) -> Path | None:
