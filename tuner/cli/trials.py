@@ -23,6 +23,7 @@ from tuner.cli.safe_text import clean, markup
 
 if TYPE_CHECKING:
     from tuner.trials.model import Trial
+    from tuner.trials.store import TrialStore
 
 LOG_TAIL_LINES = 20
 
@@ -178,12 +179,38 @@ def show_command(
             trial = store.get(trial_id)
         except StoreError as exc:  # not found, ambiguous, or an unreadable row
             raise opt.usage_error("show", str(exc)) from None
+        guard_line = _guard_line(store, trial)
     if as_json:
         data = _jsonable(trial.to_dict())
         data["log_tail"] = _log_tail(trial.log_path, LOG_TAIL_LINES)
         typer.echo(json.dumps(data, indent=1))
         return
     _print_trial(trial, tail=True)
+    if guard_line:
+        typer.echo(guard_line)
+
+
+def _guard_line(store: TrialStore, trial: Trial) -> str | None:
+    """``Output guard: ...``: the trial's drift verdict against its study baseline (issue 16)."""
+    # Deferred for start-up time, like the other imports of this command.
+    from tuner.lab.study import Study
+    from tuner.trials.guard_check import guard_of, trial_verdict
+
+    run = guard_of(trial)
+    if run is None:
+        return None
+    base = Study(store, trial.study).baseline()
+    cost = f" ({len(run.probes)} probes, {run.seconds:.1f} s)"
+    if base is not None and base.trial.id == trial.id:
+        if run.error:
+            return clean(
+                f"Output guard: this trial is the study's baseline; its probes failed: {run.error}"
+            )
+        return f"Output guard: this trial is the study's baseline ({len(run.probes)} probes)"
+    verdict = trial_verdict(base.trial if base else None, trial)
+    assert verdict is not None  # the trial has a guard run
+    against = f" vs baseline {base.trial.short_id}" if base else ""
+    return clean(f"Output guard{against}: {verdict.summary()}{cost}")
 
 
 # -- rendering --------------------------------------------------------------------

@@ -135,6 +135,9 @@ class Trial:
         effective: What vLLM really ran, read from its start-up log, with the
             knobs that differ from the request (``EffectiveConfig.to_dict()``
             form; typed via ``tuner.engine.effective.of_trial``).
+        guard: The output-drift guard's probes on this trial's engine
+            (``GuardRun.to_dict()`` form; judged against the study baseline by
+            ``tuner.guard.compare``), None when it did not run.
     """
 
     config: EngineConfig
@@ -170,6 +173,7 @@ class Trial:
     owner_pid: int | None = None
     owner_created: float | None = None
     effective: dict[str, Any] | None = None
+    guard: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.status, TrialStatus):

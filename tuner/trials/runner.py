@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from tuner.engine import effective, proctree
 from tuner.engine.spec import resolve_entry
+from tuner.guard import run_probes
 from tuner.trials.context import RunContext, check_trial, resolve_context
 from tuner.trials.events import (
     TrialBackend,
@@ -36,6 +37,7 @@ from tuner.trials.events import (
     TrialSkipped,
     TrialStage,
 )
+from tuner.trials.guard_check import guard_reference
 from tuner.trials.model import Trial, TrialStatus
 from tuner.trials.store import TrialNotFound, TrialStore, this_process
 
@@ -68,6 +70,7 @@ class _Session:
         self.current: Trial | None = None
         self.group: list[Trial] = []
         self.engine: Engine | None = None
+        self.guard = True  # run the output-drift guard after each measured run
 
     # -- events ------------------------------------------------------------------
     def emit(self, event: TrialEvent) -> None:
@@ -203,8 +206,27 @@ class _Session:
             )
             self.emit(TrialFailed(trial, why))
             return
+        if self.guard:
+            await self.run_guard(trial, model)
         self.store.save_result(trial, data, server=server, telemetry=telemetry)
         self.emit(TrialDone(trial))
+
+    # -- output-drift guard (issue 16) ----------------------------------------------
+    async def run_guard(self, trial: Trial, model: str) -> None:
+        """Greedy probes on this engine into ``trial.guard``; their failure never fails the trial.
+
+        The study baseline's tokens (if it has a guard) are scored teacher-forced.
+        """
+        assert self.engine is not None and self.engine.url is not None
+        ref = await asyncio.to_thread(guard_reference, self.store, trial)
+        run = await run_probes(
+            self.engine.url,
+            model,
+            reference=ref[1] if ref else None,
+            reference_id=ref[0] if ref else None,
+        )
+        trial.guard = run.to_dict()
+        trial.timings["guard_s"] = run.seconds
 
     async def telemetry(self, t0: float | None, tokens: Any) -> dict[str, Any] | None:
         """The GPU window over the measured run, restricted to this engine's GPUs.
@@ -264,6 +286,7 @@ async def run_workloads(
     gpu_indices: list[int] | None = None,
     engine_command: list[str] | None = None,
     engine_cwd: str | None = None,
+    guard: bool = True,
 ) -> list[Trial]:
     """Runs trials that share one config on ONE engine, one workload after another.
 
@@ -280,6 +303,8 @@ async def run_workloads(
         gpu_indices: GPUs the engine uses, to restrict the telemetry window.
         engine_command: Replaces the vLLM command line — engine doubles in tests only.
         engine_cwd: Working directory of the engine process.
+        guard: Run the output-drift guard (tuner.guard) after each measured
+            run, on the same engine (~8 probes x 16 tokens: seconds).
 
     Returns:
         The trials, each done, failed or skipped (never left active). Their
@@ -305,6 +330,7 @@ async def run_workloads(
         )
     t_begin = time.monotonic()
     session = _Session(store, on_event, sampler, gpu_indices)
+    session.guard = guard
     _admit(trials, store, session)
     if context is None:
         context = await asyncio.to_thread(resolve_context, config.model, python)
@@ -522,6 +548,7 @@ async def run_trial(
     gpu_indices: list[int] | None = None,
     engine_command: list[str] | None = None,
     engine_cwd: str | None = None,
+    guard: bool = True,
 ) -> Trial:
     """Runs one trial end to end: rules → engine start → warm-up → measured run → stop.
 
@@ -543,5 +570,6 @@ async def run_trial(
         gpu_indices=gpu_indices,
         engine_command=engine_command,
         engine_cwd=engine_cwd,
+        guard=guard,
     )
     return done[0]

@@ -38,7 +38,8 @@ from tuner.trials.rows import BadRow, StoreScan, UnreadableRow, known_keys, one_
 # 2: the study_settings table (a study's chosen baseline; tuner.lab.study).
 # 3: the ``effective`` column (requested vs effective config, tuner.engine.effective).
 # 4: the ``engine_token`` column (recovery's proof that it started the engine, issue 19).
-SCHEMA_VERSION = 4
+# 5: the ``guard`` column (output-drift guard probes, tuner.guard; issue 16).
+SCHEMA_VERSION = 5
 DB_NAME = "tunelab.db"
 BUSY_TIMEOUT_S = 30.0
 
@@ -54,6 +55,7 @@ JSON_FIELDS = (
     "tags",
     "timings",
     "effective",
+    "guard",
 )
 # Scalar fields stored as plain columns (status as its string value).
 SCALAR_FIELDS = (
@@ -245,7 +247,7 @@ class TrialStore:
                 if statement.strip():
                     conn.execute(statement)
             # An older store's trials table lacks the columns added since
-            # (version 3: effective; version 4: engine_token).
+            # (version 3: effective; version 4: engine_token; version 5: guard).
             have = {row[1] for row in conn.execute("PRAGMA table_info(trials)")}
             for name in (*SCALAR_FIELDS, *JSON_FIELDS):
                 if name not in have:
