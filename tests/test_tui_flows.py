@@ -142,7 +142,7 @@ async def test_run_shows_live_stages_and_the_result_row(tmp_path: Path) -> None:
         assert isinstance(app.screen, ResultsScreen)
         table = app.screen.query_one(DataTable)
         assert table.row_count == 1
-        assert table.get_row(trial.id)[1] == trial.short_id
+        assert str(table.get_row(trial.id)[1]) == trial.short_id
 
 
 async def test_one_ab_shows_one_verdict_everywhere_and_export_writes_the_files(
