@@ -86,9 +86,9 @@ class ResultsTable(DataTable[Any]):
                 if key == "mark":
                     cells.append(Text("★", style="bold yellow") if trial is baseline else "")
                 elif key == "id":
-                    cells.append(Text(trial.short_id))
+                    cells.append(trial.short_id)  # hex: nothing markup could read
                 elif key == "status":
-                    cells.append(Text(str(trial.status)))
+                    cells.append(str(trial.status))  # an enum value
                 elif key == "config":
                     cells.append(config_cell(knob_diff(trial, baseline)))
                 elif key.startswith("d_"):
