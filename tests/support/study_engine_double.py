@@ -31,6 +31,7 @@ import json
 import math
 import os
 import random
+import signal
 import sys
 import threading
 import time
@@ -150,6 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--max-num-seqs", type=int, default=256)
     args, unknown = parser.parse_known_args(argv)
+    # Stop on SIGINT like vLLM (uvicorn installs its own handlers), even when started
+    # from a shell that ignores SIGINT in background jobs: an inherited SIG_IGN would
+    # make every stop wait out the runner's 10 s grace period.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     token_ms = float(os.environ.get("DOUBLE_TOKEN_MS", "2"))
     noise = float(os.environ.get("DOUBLE_NOISE", "0"))
     if noise > 0:
