@@ -15,6 +15,9 @@ limits):
    (a JSON string key) to ``{"logprob": ...}`` for prompt position i
    (vllm/logprobs.py Logprob; -inf is clamped to -9999.0 by
    vllm/entrypoints/generate/base/serving.py clamp_prompt_logprobs).
+   Such a request never reads the prefix cache (vllm/sampling_params.py
+   ``skip_reading_prefix_cache`` defaults to ``prompt_logprobs is not None``),
+   so every position is computed and scored, whatever the trial's caching knob.
 
 A bad answer never raises: the GuardRun carries the reason instead.
 """
