@@ -65,6 +65,11 @@ class TrialRow:
     mismatches: list[str] = field(default_factory=list)
 
     @property
+    def role(self) -> str:
+        """What the trial was in its study (``A/0``, ``max-num-seqs=64 #1``), empty for a run."""
+        return "" if self.label == self.trial.short_id else self.label
+
+    @property
     def label(self) -> str:
         """``A/0``, ``max-num-seqs=64 #1`` or the short id: how the trial is named in plots."""
         t = self.trial

@@ -39,9 +39,11 @@ def _num(value: float | None, digits: int = 4) -> str:
 
 def _table(head: Iterable[str], rows: Iterable[Iterable[str]], left: int = 1) -> str:
     cols = list(head)
-    out = ["<table><tr>"]
-    out += [f'<th class="{"l" if i < left else ""}">{_e(h)}</th>' for i, h in enumerate(cols)]
-    out.append("</tr>")
+    out = ["<table>"]
+    if any(cols):
+        out.append("<tr>")
+        out += [f'<th class="{"l" if i < left else ""}">{_e(h)}</th>' for i, h in enumerate(cols)]
+        out.append("</tr>")
     for row in rows:
         out.append("<tr>" + "".join(row) + "</tr>")
     out.append("</table>")
@@ -79,7 +81,7 @@ def _trial_rows(data: ReportData) -> str:
             f"<code>{_e(c.key)}</code>: {_e(c.baseline)} → {_e(c.value)}" for c in row.changes
         ) or ("★ baseline" if row.is_baseline else "same config")
         cells = [
-            _cell(f"<code>{_e(t.short_id)}</code> {_e(row.label)}", left=True),
+            _cell(f"<code>{_e(t.short_id)}</code> {_e(row.role)}", left=True),
             _cell(_e(t.status), left=True, cls="bad" if t.status.value == "failed" else ""),
             _cell(changes, left=True),
             _cell(_num(row.metrics.get("output_throughput"))),

@@ -46,7 +46,7 @@ def render_markdown(data: ReportData) -> str:
         if t.failure_reason:
             notes.append(t.failure_reason)
         lines.append(
-            f"| {t.short_id} {_md(row.label)} | {t.status} | {changes} | "
+            f"| {t.short_id} {_md(row.role)} | {t.status} | {changes} | "
             f"{_num(row.metrics.get('output_throughput'))} | "
             f"{_num(row.metrics.get('p99_ttft_ms'))} | {_num(row.metrics.get('p99_itl_ms'))} | "
             f"{_md('; '.join(notes))} |"

@@ -27,6 +27,7 @@ matplotlib.rcParams["svg.hashsalt"] = "tunelab"
 matplotlib.rcParams["svg.fonttype"] = "none"
 matplotlib.rcParams["font.size"] = 9
 
+_CLIP = 200.0  # percent: the forest plot's half-width
 _COLOURS = {
     Verdict.B_BETTER: "#1a7f37",
     Verdict.A_BETTER: "#cf222e",
@@ -44,22 +45,35 @@ def _svg(fig: plt.Figure) -> str:
 
 
 def forest(ab: ABReport) -> str:
-    """B vs A per metric: the relative change and its interval (better to the right)."""
+    """B vs A per metric: the relative change and its interval (better to the right).
+
+    Intervals wider than ±``_CLIP`` % (a few noisy launches give such) are cut at
+    the edge and marked with an arrow, so one wild row does not flatten the rest.
+    """
     rows = [r for r in ab.rows if r.rel_diff is not None]
     fig, ax = plt.subplots(figsize=(6.5, 0.45 * len(rows) + 1.0))
     for i, row in enumerate(reversed(rows)):
         sign = -1.0 if row.direction.value == "lower" else 1.0
-        mid = sign * 100 * (row.rel_diff or 0.0)
+        colour = _COLOURS[row.verdict]
+        mid = _clip(sign * 100 * (row.rel_diff or 0.0))
         lo, hi = row.rel_ci_low, row.rel_ci_high
         if lo is not None and hi is not None and math.isfinite(lo) and math.isfinite(hi):
             ends = sorted((sign * 100 * lo, sign * 100 * hi))
-            ax.plot(ends, [i, i], color=_COLOURS[row.verdict], linewidth=2)
-        ax.plot([mid], [i], "o", color=_COLOURS[row.verdict])
+            ax.plot([_clip(e) for e in ends], [i, i], color=colour, linewidth=2)
+            for end, marker in ((ends[0], "<"), (ends[1], ">")):
+                if abs(end) > _CLIP:
+                    ax.plot([_clip(end)], [i], marker, color=colour)
+        ax.plot([mid], [i], "o", color=colour)
     ax.axvline(0, color="#444", linewidth=0.8)
+    ax.set_xlim(-_CLIP * 1.05, _CLIP * 1.05)
     ax.set_yticks(range(len(rows)), [r.metric for r in reversed(rows)])
-    ax.set_xlabel("B vs A, % (right = B better; latencies flipped)")
+    ax.set_xlabel(f"B vs A, % (right = B better; latencies flipped; cut at ±{_CLIP:.0f} %)")
     ax.set_title(f"A/B: {ab.verdict.value} on {ab.objective}")
     return _svg(fig)
+
+
+def _clip(value: float) -> float:
+    return max(-_CLIP, min(_CLIP, value))
 
 
 def sweep(curve: SweepCurve) -> str:
