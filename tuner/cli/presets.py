@@ -224,6 +224,7 @@ def check_command(
 
 
 def _preset_target(preset: Preset, version: str | None, platform: str | None) -> Target:
+    from tuner.knobs.gpus import from_telemetry_name
     from tuner.rules import Target
 
     tgt = preset.target
@@ -232,7 +233,7 @@ def _preset_target(preset: Preset, version: str | None, platform: str | None) ->
         platform=platform or tgt.platform,
         gpus=max(1, tgt.gpu_count or 1),
         note="given" if (version or platform) else "preset",
-    )
+    ).with_gpu(from_telemetry_name(tgt.gpu_name), gpus=max(1, tgt.gpu_count or 1))
 
 
 def _analyze(preset: Preset, model_config: str | None) -> tuple[Any, str]:
@@ -258,9 +259,12 @@ def _analyze(preset: Preset, model_config: str | None) -> tuple[Any, str]:
 
 
 def _rules(preset: Preset, model: Any, target: Target) -> list[Finding]:
-    from tuner.rules import check
+    from tuner.rules import WorkloadShape, check
 
-    return check(preset.config, model, target, None)
+    stored = preset.workload or {}
+    fields = ("input_len", "output_len", "concurrency", "goal")
+    workload = WorkloadShape(**{k: stored.get(k) for k in fields}) if stored else None
+    return check(preset.config, model, target, workload)
 
 
 def _installed_differences(

@@ -207,11 +207,23 @@ def ab_command(
     store_path: opt.StoreOpt = None,
     verbose: VerboseOpt = False,
     as_json: opt.JsonOpt = False,
+    report_only: Annotated[
+        bool,
+        typer.Option(
+            "--report",
+            help="Run nothing: print the report of the --study's last A/B from the store "
+            "(the same verdict the TUI shows).",
+        ),
+    ] = False,
 ) -> None:
     """A/B two configs: repeated, interleaved trials; per-metric interval and verdict."""
     from tuner.cli.study_output import StudyProgress, dump, print_ab
+    from tuner.lab.study import Study
     from tuner.studies.ab import ABError, run_ab
 
+    if report_only:
+        _print_stored_ab(study, store_path, as_json)
+        return
     if order not in ("abba", "abab"):
         raise opt.usage_error("ab", f"--order must be abba or abab, not {order!r}")
     if not (a_set or b_set or a_preset or b_preset):
@@ -260,6 +272,7 @@ def ab_command(
                     equivalence=margin,
                 ),
             )
+        Study(store, report.study).remember_ab(report)
     except ABError as exc:
         raise opt.usage_error("ab", str(exc)) from None
     finally:
@@ -271,6 +284,26 @@ def ab_command(
     row = report.objective_row
     if row is None or row.a.n < 1 or row.b.n < 1:
         raise typer.Exit(1)
+
+
+def _print_stored_ab(study: str | None, store_path: str | None, as_json: bool) -> None:
+    """``tunelab ab --report``: the study's last A/B, rebuilt from its stored trials."""
+    from tuner.cli.study_output import dump, print_ab
+    from tuner.lab.study import Study
+
+    if not study:
+        raise opt.usage_error("ab", "--report needs --study NAME (`tunelab results` lists studies)")
+    store = opt.open_store("ab", store_path, recover=False)
+    try:
+        report = Study(store, study).last_ab()
+    finally:
+        store.close()
+    if report is None:
+        raise opt.usage_error("ab", f"study {study!r} has no A/B in the store")
+    if as_json:
+        typer.echo(dump(report.to_dict()))
+    else:
+        print_ab(report)
 
 
 # -- sweep ------------------------------------------------------------------------------
@@ -505,7 +538,7 @@ def winner_command(
         raise opt.usage_error(
             "winner", "--slo here takes METRIC<=VALUE bounds (e.g. p99_ttft_ms<=500)"
         )
-    with opt.open_store("winner", store_path) as store:
+    with opt.open_store("winner", store_path, recover=False) as store:
         if study is None:
             studies = store.studies()
             if not studies:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from tuner.bench.metrics import delivery_warning
 from tuner.engine.effective import arms_differences
+from tuner.errors import TunelabError
 from tuner.studies.common import TrialRunner, study_name, value_of
 from tuner.studies.sequential import (
     Decision,
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
 Order = Literal["abba", "abab"]
 
 
-class ABError(ValueError):
+class ABError(TunelabError, ValueError):
     """An A/B that cannot be run as asked; says what to change."""
 
 
