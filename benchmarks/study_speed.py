@@ -37,7 +37,7 @@ from tuner.bench.workload import Workload  # noqa: E402
 from tuner.config import EngineConfig  # noqa: E402
 from tuner.rules import Target  # noqa: E402
 from tuner.studies.ab import run_ab  # noqa: E402
-from tuner.studies.common import TrialRunner  # noqa: E402
+from tuner.studies.executor import TrialRunner  # noqa: E402
 from tuner.studies.space import parse_param  # noqa: E402
 from tuner.studies.sweep import run_sweep  # noqa: E402
 from tuner.trials.context import RunContext  # noqa: E402

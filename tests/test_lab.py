@@ -48,9 +48,9 @@ def test_one_rate_parser_takes_every_spelling_of_infinity(text: str) -> None:
 def test_a_bad_rate_says_what_a_rate_is(text: str) -> None:
     with pytest.raises(ValueTextError, match="requests per second"):
         parse_rate(text)
-    with pytest.raises(WorkloadError, match="^rate .*requests per second"):
+    with pytest.raises(WorkloadError, match=r"^rate .*requests per second"):
         workload_from_texts({"request_rate": text})
-    with pytest.raises(WorkloadError, match="^--request-rate .*requests per second"):
+    with pytest.raises(WorkloadError, match=r"^--request-rate .*requests per second"):
         workload_from_texts({"request_rate": text}, by_flag=True)
 
 

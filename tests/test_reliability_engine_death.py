@@ -112,7 +112,7 @@ async def test_sigkill_of_a_vllm_child_fails_the_trial_within_a_second(
 
 async def test_a_sweep_continues_after_one_engine_dies(tmp_path: Path, marker: str) -> None:
     """The first point's engine core is killed; the other points still run and finish."""
-    from tuner.studies.common import TrialRunner
+    from tuner.studies.executor import TrialRunner
     from tuner.studies.space import Param
     from tuner.studies.sweep import run_sweep
 

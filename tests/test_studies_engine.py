@@ -21,7 +21,7 @@ import pytest
 from tuner.bench.workload import Workload
 from tuner.config import EngineConfig
 from tuner.studies.ab import run_ab
-from tuner.studies.common import TrialRunner
+from tuner.studies.executor import TrialRunner
 from tuner.studies.search import run_search
 from tuner.studies.space import Space, parse_constraint, parse_param
 from tuner.studies.stats import Verdict

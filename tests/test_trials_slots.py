@@ -13,7 +13,7 @@ import pytest
 from tuner.bench.workload import Workload
 from tuner.config import EngineConfig
 from tuner.rules import Target
-from tuner.studies.common import TrialRunner
+from tuner.studies.executor import TrialRunner
 from tuner.trials.context import RunContext
 from tuner.trials.model import Trial, TrialStatus
 from tuner.trials.slots import (

@@ -19,6 +19,7 @@ import itertools
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from textual.message import Message
 from textual.worker import Worker, WorkerState
@@ -33,6 +34,9 @@ from tuner.studies.space import SpaceError
 from tuner.trials.events import TrialEvent
 from tuner.trials.model import Trial
 from tuner.trials.store import StoreError, TrialStore
+
+if TYPE_CHECKING:
+    from tuner.studies.executor import TrialRunner
 
 Emit = Callable[[TrialEvent], None]
 
@@ -224,7 +228,7 @@ class Jobs:
             self._run(job), name=f"job-{job.id}", group="jobs", exit_on_error=False
         )
 
-    def _runner(self, emit: Emit) -> lab_run.TrialRunner:
+    def _runner(self, emit: Emit) -> TrialRunner:
         """The trial runner with the app's engine options and rule context."""
         return lab_run.runner(self.store, self.host.options(), emit)
 

@@ -40,7 +40,7 @@ async def run(db: str, study: str, points: int, token_ms: float = 1.0) -> int:
     from tuner.bench.workload import Workload
     from tuner.config import EngineConfig
     from tuner.rules import Target
-    from tuner.studies.common import TrialRunner
+    from tuner.studies.executor import TrialRunner
     from tuner.trials.context import RunContext
     from tuner.trials.model import Trial, TrialStatus
     from tuner.trials.store import TrialStore

@@ -24,7 +24,7 @@ def _command(config: Any) -> list[str]:
 
 def _make_runner(store: Any, on_event: Any, startup_timeout: float) -> Any:
     from tuner.rules import Target
-    from tuner.studies.common import TrialRunner
+    from tuner.studies.executor import TrialRunner
     from tuner.trials.context import RunContext
 
     context = RunContext(Target(note="fault engine double: catalogue rules"), None, [])

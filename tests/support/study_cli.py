@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tuner.cli import studies
 from tuner.config import EngineConfig
-from tuner.studies.common import TrialRunner
+from tuner.studies.executor import TrialRunner
 
 DOUBLE = Path(__file__).with_name("study_engine_double.py")
 

@@ -15,9 +15,12 @@ import statistics
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tuner.bench.client import RequestRecord
+if TYPE_CHECKING:
+    # Only annotations: the client (HTTP stack) is not loaded by code that reads results.
+    from tuner.bench.client import RequestRecord
+
 
 PERCENTILES: tuple[float, ...] = (50.0, 90.0, 95.0, 99.0)
 METRICS = ("ttft", "tpot", "itl", "e2el")

@@ -24,7 +24,7 @@ from tuner.cli import options as opt
 
 if TYPE_CHECKING:
     from tuner.bench.workload import Workload
-    from tuner.studies.common import TrialRunner
+    from tuner.studies.executor import TrialRunner
     from tuner.studies.space import Constraint
     from tuner.trials.events import TrialEventCallback
     from tuner.trials.store import TrialStore
@@ -92,7 +92,7 @@ def make_runner(
     store: TrialStore, on_event: TrialEventCallback | None, startup_timeout: float
 ) -> TrialRunner:
     """The trial runner the study commands use (tests replace it to run an engine double)."""
-    from tuner.studies.common import TrialRunner
+    from tuner.studies.executor import TrialRunner
 
     return TrialRunner(store, on_event, {"startup_timeout": startup_timeout})
 

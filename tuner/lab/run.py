@@ -11,13 +11,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from tuner.bench.workload import Workload
 from tuner.config import EngineConfig
 from tuner.model import ModelInfo
 from tuner.rules import Target
 from tuner.studies.ab import ABReport, run_ab
-from tuner.studies.common import TrialRunner
 from tuner.studies.space import Param, parse_param
 from tuner.studies.sweep import SweepReport, run_sweep
 from tuner.telemetry.sampler import Sampler
@@ -26,6 +26,9 @@ from tuner.trials.events import TrialEventCallback
 from tuner.trials.model import Trial
 from tuner.trials.store import TrialStore
 
+if TYPE_CHECKING:
+    from tuner.studies.executor import TrialRunner
+
 # n=2 gives 1 degree of freedom: intervals too wide to name a winner.
 AB_REPEATS = 3
 
@@ -33,7 +36,6 @@ __all__ = [
     "AB_REPEATS",
     "Param",
     "RunOptions",
-    "TrialRunner",
     "ab",
     "parse_param",
     "runner",
@@ -64,6 +66,10 @@ class RunOptions:
 
 def runner(store: TrialStore, options: RunOptions, on_event: TrialEventCallback) -> TrialRunner:
     """The studies' trial runner with ``options``."""
+    # The executor loads the engine, benchmark and guard stack (~0.5 s): only when a
+    # job starts, never at the TUI's start-up.
+    from tuner.studies.executor import TrialRunner
+
     kwargs: dict[str, object] = {
         "python": options.python,
         "startup_timeout": options.startup_timeout,

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from tuner.bench.metrics import delivery_warning
 from tuner.engine.effective import arms_differences
 from tuner.errors import TunelabError
-from tuner.studies.common import TrialRunner, study_name, value_of
+from tuner.studies.common import study_name, value_of
 from tuner.studies.sequential import (
     Decision,
     Look,
@@ -44,6 +44,7 @@ from tuner.trials.slots import world_size
 if TYPE_CHECKING:
     from tuner.bench.workload import Workload
     from tuner.config import EngineConfig
+    from tuner.studies.executor import TrialRunner
 
 Order = Literal["abba", "abab"]
 

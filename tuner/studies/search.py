@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from tuner.errors import TunelabError
 from tuner.redact import redact_text, redact_url
-from tuner.studies.common import TrialRunner, meets, value_of
+from tuner.studies.common import meets, value_of
 from tuner.studies.space import WORKLOAD_KEYS, Constraint, Param, Space
 from tuner.studies.stats import Direction, metric_direction
 
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
     from tuner.bench.workload import Workload
     from tuner.config import EngineConfig
+    from tuner.studies.executor import TrialRunner
     from tuner.trials.model import Trial
 
 ObjectiveMode = Literal["throughput", "latency", "pareto"]

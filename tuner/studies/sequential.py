@@ -43,11 +43,13 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
 from statistics import NormalDist
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from tuner.errors import TunelabError
 from tuner.studies.stats import Comparison, Scale, StatsError, Verdict, compare
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _NORMAL = NormalDist()
 # Integration grid for the boundary recursion: step and half-width in z units.
@@ -104,6 +106,10 @@ def boundaries(times: tuple[float, ...], alpha: float, spending: Spending) -> tu
         raise SequentialError(f"information fractions must lie in (0, 1], got {times}")
     if any(b <= a for a, b in itertools.pairwise(times)):
         raise SequentialError(f"information fractions must increase, got {times}")
+    # numpy (~0.15 s to import) only when boundaries are computed: the TUI reads
+    # A/B reports at start-up without ever running one.
+    import numpy as np
+
     grid = np.arange(-_GRID_HALF_WIDTH, _GRID_HALF_WIDTH + _GRID_STEP / 2, _GRID_STEP)
     density = np.exp(-(grid**2) / 2.0) / math.sqrt(2.0 * math.pi)
     out: list[float] = []
@@ -137,6 +143,8 @@ def _crossing(grid: np.ndarray, density: np.ndarray, budget: float) -> float:
     """The c with mass ``budget`` of ``density`` outside (-c, c) (symmetric density)."""
     if budget <= 0:
         return math.inf
+    import numpy as np  # see boundaries(): deferred for start-up time
+
     half = grid >= 0
     z = grid[half]
     upper = density[half] * _GRID_STEP

@@ -21,13 +21,14 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from tuner.errors import TunelabError
-from tuner.studies.common import TrialRunner, describe_values, meets, study_name, value_of
+from tuner.studies.common import describe_values, meets, study_name, value_of
 from tuner.studies.space import Constraint, Param
 from tuner.studies.stats import Direction, metric_direction
 
 if TYPE_CHECKING:
     from tuner.bench.workload import Workload
     from tuner.config import EngineConfig
+    from tuner.studies.executor import TrialRunner
     from tuner.trials.model import Trial
 
 

@@ -1,0 +1,137 @@
+"""How a study's trials are executed: the trial runner bound to a store, on GPU slots.
+
+A study (A/B, sweep, search) builds trials and hands them to a
+``TrialRunner``: the trial runner (``tuner.trials.runner``) bound to the
+study's store, event callback and run options, with the rules' context
+(introspection, model analysis) resolved once per model instead of once per
+trial. Options the runner offers (GPU slots, an engine double's command in
+tests) pass through it without the study code knowing about them. Kept
+apart from :mod:`tuner.studies.common` (reading results) so that reading a
+study — the TUI at start, the report — does not load the engine and
+benchmark stack.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tuner.trials.context import resolve_context
+from tuner.trials.model import Trial
+from tuner.trials.runner import run_trial, run_workloads
+from tuner.trials.slots import GpuPool, GpuSlot, node_gpus, run_parallel
+
+if TYPE_CHECKING:
+    from tuner.config import EngineConfig
+    from tuner.trials.events import TrialEventCallback
+    from tuner.trials.store import TrialStore
+
+
+@dataclass
+class TrialRunner:
+    """Runs a study's trials through the trial runner with fixed options, on GPU slots.
+
+    Every study runs its trials through here, and every trial through the
+    one scheduler (:func:`tuner.trials.slots.run_parallel` on the study's
+    :class:`~tuner.trials.slots.GpuPool`): each engine is pinned to its own
+    GPUs and its telemetry window restricted to them; without GPUs trials run
+    one after another, unpinned, as on a CPU machine.
+
+    Attributes:
+        store: Where every trial is recorded.
+        on_event: Trial events, for progress displays.
+        options: Keyword options of ``run_trial``/``run_workloads`` (python,
+            sampler, startup_timeout, extra_env ...).
+        command_for: Builds the engine command line per config — engine
+            doubles in tests only; production leaves it None (real vLLM).
+        gpus: The GPU ids the study may use (``--gpus``); None: all visible.
+    """
+
+    store: TrialStore
+    on_event: TrialEventCallback | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    command_for: Callable[[EngineConfig], list[str]] | None = None
+    gpus: list[str] | None = None
+    _contexts: dict[str, Any] = field(default_factory=dict, repr=False)
+    _pool: GpuPool | None = field(default=None, repr=False)
+
+    @property
+    def pool(self) -> GpuPool:
+        """The study's GPUs (empty on a machine without GPUs), found once.
+
+        Raises:
+            SlotError: ``gpus`` names GPUs the node does not show.
+        """
+        if self._pool is None:
+            self._pool = GpuPool(node_gpus(self.gpus))
+        return self._pool
+
+    def slot_count(self, size: int = 1) -> int:
+        """Trials of ``size`` GPUs that can run at once (1 without GPUs)."""
+        return max(1, self.pool.slot_count(size))
+
+    async def _kwargs(self, config: EngineConfig) -> dict[str, Any]:
+        kwargs = dict(self.options)
+        if "context" not in kwargs:
+            # Introspection and model analysis once per model, not once per trial.
+            if config.model not in self._contexts:
+                python = kwargs.get("python", sys.executable)
+                self._contexts[config.model] = await asyncio.to_thread(
+                    resolve_context, config.model, python
+                )
+            kwargs["context"] = self._contexts[config.model]
+        if self.command_for is not None:
+            kwargs["engine_command"] = self.command_for(config)
+        return kwargs
+
+    async def _pinned(self, config: EngineConfig, slot: GpuSlot | None) -> dict[str, Any]:
+        kwargs = await self._kwargs(config)
+        if slot is not None:
+            platform = kwargs["context"].target.platform
+            kwargs["extra_env"] = {**kwargs.get("extra_env", {}), **slot.env(platform)}
+            kwargs["gpu_indices"] = slot.indices
+        return kwargs
+
+    async def _run_one(self, trial: Trial, slot: GpuSlot | None) -> Trial:
+        kwargs = await self._pinned(trial.config, slot)
+        return await run_trial(trial, self.store, on_event=self.on_event, **kwargs)
+
+    async def one(self, trial: Trial, devices: Sequence[str] | None = None) -> Trial:
+        """Run one trial to a final state (its own engine, on free GPUs or ``devices``)."""
+        (done,) = await run_parallel([trial], self._run_one, self.pool, placement=[devices])
+        return done
+
+    async def all(
+        self,
+        trials: Sequence[Trial],
+        placement: Sequence[Sequence[str] | None] | None = None,
+        on_done: Callable[[Trial], None] | None = None,
+    ) -> list[Trial]:
+        """Run trials side by side, as many at once as the GPUs hold (one at a time without).
+
+        ``on_done`` is called with each trial as soon as it is final (not when all are).
+        """
+
+        async def run(trial: Trial, slot: GpuSlot | None) -> Trial:
+            done = await self._run_one(trial, slot)
+            if on_done is not None:
+                on_done(done)
+            return done
+
+        return await run_parallel(trials, run, self.pool, placement=placement)
+
+    async def many(self, trials: list[Trial]) -> list[Trial]:
+        """Run trials of one config on one engine (one slot), one workload after another."""
+        if not trials:
+            return []
+
+        async def on_slot(first: Trial, slot: GpuSlot | None) -> Trial:
+            kwargs = await self._pinned(first.config, slot)
+            done = await run_workloads(trials, self.store, on_event=self.on_event, **kwargs)
+            return done[0]
+
+        await run_parallel([trials[0]], on_slot, self.pool)
+        return trials
