@@ -8,6 +8,7 @@ config spells a little differently. This module turns one config dict into a
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -265,21 +266,75 @@ def kv_scales_static(qcfg: dict[str, Any]) -> bool:
     return False
 
 
+# Upper bounds on the size fields tunelab reads, far above any published model
+# (DeepSeek-V3: 61 layers, 256 experts; Llama-3.1-405B: 126 layers, 16384 hidden),
+# so a corrupt or hostile config.json is refused before anything loops per layer.
+SIZE_BOUNDS: dict[str, int] = {
+    "num_hidden_layers": 10_000,
+    "hidden_size": 1_000_000,
+    "num_attention_heads": 100_000,
+    "num_key_value_heads": 100_000,
+    "head_dim": 100_000,
+    "intermediate_size": 10_000_000,
+    "moe_intermediate_size": 10_000_000,
+    "shared_expert_intermediate_size": 10_000_000,
+    "vocab_size": 100_000_000,
+    "max_position_embeddings": 1_000_000_000,
+    "kv_lora_rank": 1_000_000,
+    "q_lora_rank": 1_000_000,
+    "qk_rope_head_dim": 100_000,
+    "qk_nope_head_dim": 100_000,
+    "v_head_dim": 100_000,
+    "n_routed_experts": 100_000,
+    "num_local_experts": 100_000,
+    "num_experts": 100_000,
+    "num_experts_per_tok": 100_000,
+    "n_shared_experts": 100_000,
+    "first_k_dense_replace": 10_000,
+    "moe_layer_freq": 10_000,
+    "interleave_moe_layer_step": 10_000,
+    "sliding_window": 1_000_000_000,
+}
+# Fields a decoder config cannot do without, and that must be at least 1.
+_REQUIRED = ("num_hidden_layers", "hidden_size", "num_attention_heads")
+
+
+def check_sizes(cfg: dict[str, Any], name: str) -> None:
+    """Refuses size fields that are not whole numbers within :data:`SIZE_BOUNDS`.
+
+    Raises:
+        ModelError: naming the field, its value and the accepted range.
+    """
+    for key, bound in SIZE_BOUNDS.items():
+        value = cfg.get(key)
+        if value is None or (key not in _REQUIRED and value == 0):
+            continue
+        whole = isinstance(value, int | float) and not isinstance(value, bool)
+        if whole and isinstance(value, float):
+            whole = math.isfinite(value) and value.is_integer()
+        if not whole or not 1 <= value <= bound:
+            raise ModelError(
+                f"{name}: config.json has {key} = {value!r}; tunelab expects a whole number "
+                f"from 1 to {bound:,}",
+                fix="check the model's config.json (a corrupt or hand-edited file?)",
+            )
+
+
 def from_config(raw: dict[str, Any], *, name: str, source: str, path: Path | None) -> ModelInfo:
     """Builds a :class:`ModelInfo` from a config dict; sizes are config estimates.
 
     Raises:
-        ModelError: when a field every decoder config has is missing.
+        ModelError: when a field every decoder config has is missing, or a size
+            field is not a sane whole number (see :func:`check_sizes`).
     """
     cfg = text_config(raw)
-    missing = [
-        k for k in ("num_hidden_layers", "hidden_size", "num_attention_heads") if k not in cfg
-    ]
+    missing = [k for k in _REQUIRED if k not in cfg]
     if missing:
         raise ModelError(
             f"{name}: config.json has no {', '.join(missing)}; tunelab reads decoder-only "
             "language models (a transformers config with those fields)"
         )
+    check_sizes(cfg, name)
     layers = int(cfg["num_hidden_layers"])
     hidden = int(cfg["hidden_size"])
     heads = int(cfg["num_attention_heads"])
