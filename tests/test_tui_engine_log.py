@@ -32,6 +32,10 @@ def bye(*_):
     print("asyncio.exceptions.CancelledError", flush=True)
     os._exit(0)
 signal.signal(signal.SIGINT, bye)  # tunelab stops vLLM with SIGINT first
+_install = signal.signal
+def _keep_bye(sig, handler):  # the double installs its own SIGINT handler: keep ours
+    return bye if sig == signal.SIGINT else _install(sig, handler)
+signal.signal = _keep_bye
 print(os.environ.get("NOISY_START_LINE", ""), flush=True)
 sys.argv = [{str(DOUBLE)!r}] + sys.argv[1:]
 runpy.run_path({str(DOUBLE)!r}, run_name="__main__")

@@ -17,8 +17,9 @@ from textual import work
 from textual.app import App
 from textual.binding import BindingType
 
-from tui.commands import KeyActions, TunelabCommands, bindings
+from tui.commands import TunelabCommands, bindings
 from tui.jobs import JobHost, Jobs
+from tui.key_actions import KeyActions
 from tui.messages import ConfigLoaded, IntrospectionReady, ModelRequested, TelemetryReady
 from tui.screens.compare import CompareScreen
 from tui.screens.confirm import ConfirmQuit

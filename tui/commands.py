@@ -7,16 +7,13 @@ palette (ctrl+p), with the same words.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.content import Content
-from textual.screen import Screen
 
 from tuner.knobs import KNOBS
 
@@ -167,52 +164,3 @@ class TunelabCommands(Provider):
                     text=f"Knob: {knob.key}",
                     help=knob.help,
                 )
-
-
-class KeyActions:
-    """The app's key-help, knob-jump and engine-log actions (mixed into the App).
-
-    Kept here, beside the table of actions, so the App class stays
-    orchestration; the screens are imported when first opened (start-up time,
-    and they import this module's table).
-    """
-
-    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
-        """Textual's palette commands, minus those that duplicate ours (Quit, Keys).
-
-        Textual's "Keys" panel and "Quit" would sit beside tunelab's own Keys
-        (the help screen) and Quit (which asks first and stops the engine).
-        """
-        ours = {spec.title for spec in ACTIONS}
-        for command in App.get_system_commands(self, screen):  # type: ignore[arg-type]
-            if command.title not in ours:
-                yield command
-
-    def action_help(self) -> None:
-        from tui.screens.help import KeyHelp
-
-        app: Any = self
-        if not isinstance(app.screen, KeyHelp):
-            app.push_screen(KeyHelp())
-
-    def action_find_knob(self) -> None:
-        from tui.screens.knob_jump import KnobJump
-        from tui.widgets.knob_panel import KnobPanel, KnobRow
-
-        app: Any = self
-        rows = app.main.query_one(KnobPanel).query(KnobRow)
-        available = {row.knob.key: row.availability.ok for row in rows}
-
-        def chosen(key: str | None) -> None:
-            if key:
-                # After the dialog is gone and the main screen got its focus back.
-                app.call_after_refresh(jump_to_knob, app, key)
-
-        app.push_screen(KnobJump(available), chosen)
-
-    def action_engine_log(self) -> None:
-        from tui.screens.log_view import LogView
-
-        app: Any = self
-        if not isinstance(app.screen, LogView):
-            app.push_screen(LogView(app.main.run_panel.engine_log))
