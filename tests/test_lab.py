@@ -7,6 +7,7 @@ rule the faces used to disagree about.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -132,3 +133,29 @@ def test_compare_never_picks_the_baseline_config_and_uses_the_ab_when_there_is_o
         # B is slower: the export keeps the baseline config (arm A).
         assert report.verdict is not Verdict.B_BETTER
         assert trial is not None and trial.config_id == base.config_id
+
+
+def test_node_gpus_name_the_gpu_model_and_partition_from_telemetry() -> None:
+    from tuner.rules import Target
+
+    base = Target(vllm_version="0.33.0", platform="rocm")
+    cpx = with_node_gpus(base, 64, 24.0, "AMD Instinct MI300X", "CPX")
+    assert (cpx.gpu_name, cpx.partition, cpx.gpus, cpx.vram_gib) == ("MI300X", "CPX", 64, 24.0)
+    whole = with_node_gpus(base, 8, 192.0, "AMD Instinct MI300X", "SPX")
+    assert whole.gpu_name == "MI300X" and whole.partition is None
+    unknown = with_node_gpus(base, 2, 40.0, "Some Future GPU", None)
+    assert unknown.gpu_name is None and unknown.gpus == 2
+    given = replace(base, note="given")
+    assert with_node_gpus(given, 8, 192.0, "AMD Instinct MI300X", None) == given
+
+
+async def test_tui_target_names_the_node_gpu_from_telemetry() -> None:
+    from tests.support.tui_harness import services, settle
+    from tui.app import TunelabApp
+
+    app = TunelabApp(services=services(gpus=True))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        target = app.session.target
+        assert target.gpu_name == "MI355X"  # the recorded (fake) amdsmi node: 8x MI355X
+        assert target.gpus == app.session.gpu_count == 8

@@ -117,11 +117,12 @@ class TunelabApp(KeyActions, App[None]):
         backend = self.session.services.telemetry()
         self._backend = backend
         count = backend.count()
-        vram_gib = None
+        vram_gib = name = partition = None
         if count:
             first = backend.snapshot(0)  # this thread may block on the driver; the UI does not
             if first.vram_total:
                 vram_gib = first.vram_total / 1024**3
+            name, partition = first.name, first.compute_partition
         self.session.gpu_count = count
         if count:
             self.sampler = Sampler(
@@ -129,7 +130,9 @@ class TunelabApp(KeyActions, App[None]):
             )
             self.sampler.start()
         self.main.post_message(
-            TelemetryReady(backend.description, tuple(backend.reasons), count, vram_gib)
+            TelemetryReady(
+                backend.description, tuple(backend.reasons), count, vram_gib, name, partition
+            )
         )
         self.call_from_thread(self._telemetry_opened, count)
 

@@ -100,6 +100,8 @@ class TelemetryReady(Message):
     reasons: tuple[str, ...]
     count: int
     vram_gib: float | None = None
+    gpu_name: str | None = None
+    partition: str | None = None
 
 
 @dataclass

@@ -69,7 +69,7 @@ class MainScreen(Screen[None]):
 
     _backend: str | None = None
     _stage: str = "starting"
-    _gpus: tuple[int, float | None] | None = None
+    _gpus: tuple[int, float | None, str | None, str | None] | None = None
 
     def __init__(self, session: Session, job_done: Callable[[int], object]) -> None:
         """``session`` is the state it renders; ``job_done(id)`` starts the queue's next job."""
@@ -201,8 +201,8 @@ class MainScreen(Screen[None]):
 
     def _with_gpus(self, target: Target) -> Target:
         """The target with telemetry's GPUs (tuner.lab.target: measured beats introspected)."""
-        count, vram = self._gpus or (0, None)
-        return lab_target.with_node_gpus(target, count, vram)
+        count, vram, name, partition = self._gpus or (0, None, None, None)
+        return lab_target.with_node_gpus(target, count, vram, name, partition)
 
     @on(IntrospectionReady)
     def _introspected(self, message: IntrospectionReady) -> None:
@@ -229,7 +229,7 @@ class MainScreen(Screen[None]):
     def _telemetry_ready(self, message: TelemetryReady) -> None:
         session = self.session
         if message.count:
-            self._gpus = (message.count, message.vram_gib)
+            self._gpus = (message.count, message.vram_gib, message.gpu_name, message.partition)
             session.target = self._with_gpus(session.target)
             if session.model_info is not None:
                 self.query_one(ModelPanel).show_info(

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tuner.introspect import VllmInfo
+from tuner.knobs.gpus import from_telemetry_name
 from tuner.rules import Target
 
 GIVEN_NOTE = "given"
@@ -25,10 +26,34 @@ def from_introspection(info: VllmInfo | None, error: str | None = None) -> Targe
     return Target(note=reason or "")
 
 
-def with_node_gpus(target: Target, count: int | None, vram_gib: float | None) -> Target:
-    """``target`` with telemetry's GPU count and per-GPU memory (measured beats introspected)."""
+def with_node_gpus(
+    target: Target,
+    count: int | None,
+    vram_gib: float | None,
+    name: str | None = None,
+    partition: str | None = None,
+) -> Target:
+    """``target`` with what telemetry measured on this node (measured beats introspected).
+
+    Args:
+        target: The target so far.
+        count: GPUs visible (0 or None: no GPU, the target is kept).
+        vram_gib: One GPU's memory.
+        name: The driver's name of the first GPU ("AMD Instinct MI300X"): the rules'
+            GPU model (architecture, HBM) when :func:`tuner.knobs.gpus.from_telemetry_name`
+            knows it.
+        partition: The compute partition telemetry reads ("CPX"; "SPX" and NVIDIA's
+            MIG states mean whole GPUs).
+    """
     if not count or target.note == GIVEN_NOTE:
         return target
+    spec = from_telemetry_name(name)
+    if spec is not None:
+        target = target.with_gpu(spec, gpus=count, vram_gib=vram_gib)
+    split = partition.upper() if partition else None
     return replace(
-        target, gpus=count, vram_gib=vram_gib if vram_gib is not None else target.vram_gib
+        target,
+        gpus=count,
+        vram_gib=vram_gib if vram_gib is not None else target.vram_gib,
+        partition=split if split and split != "SPX" and not split.startswith("MIG") else None,
     )
