@@ -16,7 +16,6 @@ arguments as typed TOML values (the compilation config as a table), optional
 from __future__ import annotations
 
 import datetime as dt
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +48,6 @@ __all__ = [
     "loads_preset",
     "model_placeholder",
     "now_iso",
-    "parse_toml",
     "preset_from_config",
     "preset_to_dict",
     "read_preset_text",
@@ -316,8 +314,3 @@ def _drop_none(table: dict[str, Any]) -> dict[str, Any]:
 
 def _one_line(text: str) -> str:
     return comment_text(text, limit=80)
-
-
-def parse_toml(text: str) -> dict[str, Any]:
-    """``tomllib.loads`` (kept here so callers need not import tomllib)."""
-    return tomllib.loads(text)

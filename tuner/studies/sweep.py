@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from tuner.errors import TunelabError
-from tuner.studies.common import describe_values, meets, study_name, value_of
+from tuner.studies.common import meets, study_name, value_of
 from tuner.studies.space import Constraint, Param
 from tuner.studies.stats import Direction, metric_direction
 
@@ -255,15 +255,3 @@ async def run_sweep(
         best_trial=best_trial,
         constraints=[str(c) for c in constraints],
     )
-
-
-def describe_step(step: SweepStep, objective: str) -> list[str]:
-    """Text lines of one step for plain output."""
-    lines = [f"{step.knob}: kept {step.best!r}" if step.note == "" else step.note]
-    for p in step.points:
-        score = p.objective(objective)
-        shown = "-" if score is None else f"{score:.4g}"
-        lines.append(
-            f"  {describe_values(p.values)}  {objective}={shown}  slo={'ok' if p.met_slo else 'no'}"
-        )
-    return lines
