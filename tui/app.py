@@ -53,12 +53,18 @@ class TunelabApp(KeyActions, App[None]):
     COMMANDS = App.COMMANDS | {TunelabCommands}
 
     def __init__(
-        self, model: str | None = None, preset: Path | None = None, services: Services | None = None
+        self,
+        model: str | None = None,
+        preset: Path | None = None,
+        services: Services | None = None,
+        *,
+        allow_code: bool = False,
     ) -> None:
         super().__init__()
         self.session = Session(services=services or Services(), config=EngineConfig(model=""))
         self.start_model = model
         self.start_preset = preset
+        self.allow_code = allow_code  # the preset may load code (tunelab tui --allow-code)
         self.jobs = Jobs(
             JobHost(
                 session=self.session,
@@ -166,7 +172,7 @@ class TunelabApp(KeyActions, App[None]):
     def load_start_config(self, model: str | None, preset: Path | None) -> None:
         """The demo config, a --preset, or a bare --model (tuner.lab.config); off the event loop."""
         try:
-            config = lab_config.build_config(preset, model)
+            config = lab_config.build_config(preset, model, allow_code=self.allow_code)
         except lab_config.ConfigInputError as exc:
             self.post_message(ConfigLoaded(None, error=str(exc)))
             return

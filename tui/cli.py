@@ -19,13 +19,21 @@ from tuner.crash import run_guarded
 @app.command("tui")
 def tui_command(
     model: str | None = typer.Option(None, "--model", "-m", help="Model id or path to start with."),
-    preset: Path | None = typer.Option(None, "--preset", "-p", help="Preset TOML to start from."),
+    preset: Path | None = typer.Option(
+        None, "--preset", "-p", help="Preset to start from: a TOML file or a preset's name."
+    ),
+    allow_code: bool = typer.Option(
+        False,
+        "--allow-code",
+        help="Accept engine arguments that load or run code (trust-remote-code, plugins ...) "
+        "from the preset.",
+    ),
 ) -> None:
     """Open the TUI (also what `tunelab` with no command does)."""
     # Imported here for start-up time: Textual loads only when the TUI opens.
     from tui.guard import run_tui
 
-    run_tui(model=model, preset=preset)
+    run_tui(model=model, preset=preset, allow_code=allow_code)
 
 
 def main(argv: list[str] | None = None) -> None:

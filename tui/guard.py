@@ -32,9 +32,11 @@ class GuardedTunelabApp(TunelabApp):
         self.exit(return_code=code)
 
 
-def run_tui(model: str | None = None, preset: Path | None = None) -> None:
+def run_tui(
+    model: str | None = None, preset: Path | None = None, *, allow_code: bool = False
+) -> None:
     """Runs the TUI; an exception that escaped it is raised here, after the screen is restored."""
-    app = GuardedTunelabApp(model=model, preset=preset)
+    app = GuardedTunelabApp(model=model, preset=preset, allow_code=allow_code)
     app.run()
     if app.escaped is not None:
         raise app.escaped
