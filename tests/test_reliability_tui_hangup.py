@@ -78,8 +78,9 @@ def test_hangup_during_a_run(tmp_path: Path) -> None:
         fd = -1
         t0 = time.monotonic()
         while time.monotonic() - t0 < 10:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
+            done, code = os.waitpid(pid, os.WNOHANG)
+            if done:  # (0, 0) while it still runs: only a reaped child sets status
+                status = code
                 break
             time.sleep(0.05)
         else:
