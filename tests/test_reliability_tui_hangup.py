@@ -59,6 +59,9 @@ def test_hangup_during_a_run(tmp_path: Path) -> None:
     }
     pid, fd = pty.fork()
     if pid == 0:  # the child: become the TUI at once
+        # sshd's children get SIGHUP's default action; a runner under nohup would
+        # hand down SIG_IGN and the hang-up would never reach the TUI.
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
         os.chdir(fault_procs.REPO)
         os.execve(
             sys.executable,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -113,10 +112,8 @@ async def test_two_gpus_run_two_trials_at_once_on_distinct_devices(
         )
         for n in (1, 2, 3, 4)
     ]
-    started = time.monotonic()
     options = {"context": context, "engine_command": _double(record), "engine_cwd": str(REPO)}
     out = await TrialRunner(store, options=options).all(trials)
-    wall = time.monotonic() - started
     assert [t.status for t in out] == [TrialStatus.DONE] * 4, [t.failure_reason for t in out]
     engines = [json.loads(line) for line in record.read_text().splitlines()]
     assert len(engines) == 4
@@ -132,8 +129,16 @@ async def test_two_gpus_run_two_trials_at_once_on_distinct_devices(
         if b[0] < a[1] and a[2] != b[2]  # type: ignore[operator]
     ]
     assert overlaps, f"no two trials ran at once: {spans}"
-    serial = sum(t.elapsed_s or 0.0 for t in out)
-    assert wall < 0.75 * serial, f"wall {wall:.1f} s vs {serial:.1f} s of trials: not concurrent"
+    # ... and never two on one device. (A wall-clock ratio used to stand here; it failed
+    # on a loaded 2-core box — 24.3 s wall for 8.1 s of trials — while the spans still
+    # overlapped: concurrency is proved by the spans, speed by benchmarks/study_speed.py.)
+    same_gpu = [
+        (a, b)
+        for i, a in enumerate(spans)
+        for b in spans[i + 1 :]
+        if b[0] < a[1] and a[2] == b[2]  # type: ignore[operator]
+    ]
+    assert not same_gpu, f"a GPU ran two trials at once: {same_gpu}"
 
 
 async def test_rocm_slots_set_hip_visible_devices_too(
