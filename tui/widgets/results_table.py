@@ -20,6 +20,7 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import DataTable
 
+from tuner.lab.study import knob_changes
 from tuner.trials.model import metric
 
 # (column key, label, metric, format, higher is better)
@@ -47,12 +48,10 @@ def knob_diff(trial: Any, baseline: Any | None) -> str:
     cfg = trial.config
     values = {**cfg.env, **cfg.engine}
     if baseline is not None and baseline is not trial:
-        base = {**baseline.config.env, **baseline.config.engine}
-        diff = {k: v for k, v in values.items() if base.get(k) != v}
-        diff.update({k: None for k in base if k not in values})
-        if not diff:
+        changes = knob_changes(baseline, trial)
+        if not changes:
             return "= baseline"
-        return " ".join(f"{k}={'default' if v is None else v}" for k, v in sorted(diff.items()))
+        return " ".join(f"{c.key}={c.value}" for c in changes)
     tag = f"{trial.arm}{trial.repeat}" if trial.arm else ""
     return (tag + " " if tag else "") + (f"{len(values)} knobs" if values else "defaults")
 

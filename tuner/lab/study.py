@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 
+from tuner.config import EngineValue
 from tuner.export.render import export
 from tuner.export.trial import preset_from_trial
 from tuner.studies.ab import ABReport, build_report
@@ -38,6 +39,7 @@ BASELINE_KEY = "baseline"
 BASELINE_HOW_KEY = "baseline-how"
 LAST_AB_KEY = "last-ab"
 OBJECTIVE = "output_throughput"
+UNSET = "default"  # how a knob the config leaves to vLLM is shown
 
 
 class BaselineChoice(StrEnum):
@@ -265,3 +267,38 @@ def export_trial(
     return export(
         preset_from_trial(trial.id, store_path=store_path), directory, formats, force=force
     )
+
+
+@dataclass(frozen=True)
+class KnobChange:
+    """One knob whose value differs from the baseline's (``default``: not set there)."""
+
+    key: str
+    baseline: str
+    value: str
+
+
+def knob_changes(base: Trial | None, trial: Trial) -> list[KnobChange]:
+    """Knobs (env and engine) whose value differs from the baseline's config, by key.
+
+    The one answer to "what does this trial change": the results table and the
+    study report both show it.
+    """
+    if base is None:
+        return []
+    mine = _knobs(trial)
+    theirs = _knobs(base)
+    return [
+        KnobChange(key, value_text(theirs.get(key)), value_text(mine.get(key)))
+        for key in sorted(set(mine) | set(theirs))
+        if mine.get(key) != theirs.get(key)
+    ]
+
+
+def _knobs(trial: Trial) -> dict[str, EngineValue]:
+    return {**trial.config.env, **trial.config.engine}
+
+
+def value_text(value: object) -> str:
+    """A knob or tag value as shown: ``default`` when the config leaves it to vLLM."""
+    return UNSET if value is None else str(value)

@@ -19,10 +19,9 @@ from typing import Any
 
 from tuner import __version__
 from tuner.bench.metrics import delivery_warning
-from tuner.config import EngineValue
 from tuner.engine.effective import of_trial
 from tuner.export.script import render_script
-from tuner.lab.study import Baseline, Study
+from tuner.lab.study import Baseline, KnobChange, Study, knob_changes, value_text
 from tuner.studies.ab import ABReport, build_report
 from tuner.studies.common import value_of
 from tuner.studies.pareto import pareto_front
@@ -40,16 +39,6 @@ ROW_METRICS = (
 )
 TELEMETRY_KEYS = ("peak_vram_bytes", "mean_power_w", "energy_j", "tokens_per_joule")
 LATENCY_FOR_FRONT = ("p99_ttft_ms", "p99_itl_ms")
-_UNSET = "default"
-
-
-@dataclass(frozen=True)
-class KnobChange:
-    """One knob whose value differs from the baseline's (``default``: not set there)."""
-
-    key: str
-    baseline: str
-    value: str
 
 
 @dataclass
@@ -131,19 +120,6 @@ class ReportData:
         return out
 
 
-def knob_changes(base: Trial | None, trial: Trial) -> list[KnobChange]:
-    """Knobs (env and engine) whose value differs from the baseline's config."""
-    if base is None:
-        return []
-    mine = _knobs(trial)
-    theirs = _knobs(base)
-    return [
-        KnobChange(key, _text(theirs.get(key)), _text(mine.get(key)))
-        for key in sorted(set(mine) | set(theirs))
-        if mine.get(key) != theirs.get(key)
-    ]
-
-
 def collect(study: Study) -> ReportData:
     """The report of ``study`` from its stored trials (any status)."""
     ordered = sorted(study.trials(), key=lambda t: t.created_at)
@@ -215,7 +191,7 @@ def _sweeps(trials: Sequence[Trial], objective: str) -> list[SweepCurve]:
         if t.tags.get("kind") != "sweep" or (v := value_of(t, objective)) is None:
             continue
         points = by_knob.setdefault(str(t.tags.get("knob")), {})
-        points.setdefault(_text(t.tags.get("value")), []).append(v)
+        points.setdefault(value_text(t.tags.get("value")), []).append(v)
     curves = []
     for knob, points in by_knob.items():
         values = list(points)
@@ -240,14 +216,6 @@ def _front(rows: Sequence[TrialRow], latency_key: str) -> list[FrontPoint]:
     ]
     front = set(pareto_front([(lat, thr) for _, lat, thr in pts]))
     return [FrontPoint(label, lat, thr, i in front) for i, (label, lat, thr) in enumerate(pts)]
-
-
-def _knobs(trial: Trial) -> dict[str, EngineValue]:
-    return {**trial.config.env, **trial.config.engine}
-
-
-def _text(value: Any) -> str:
-    return _UNSET if value is None else str(value)
 
 
 def _distinct(values: Any) -> list[str]:

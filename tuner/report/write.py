@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from tuner.errors import TunelabError
+from tuner.export.errors import ExportError
+from tuner.export.files import write_all
 from tuner.lab.study import Study
 from tuner.trials.store import StoreError, TrialStore
 
@@ -70,22 +69,11 @@ def _newest_study(store: TrialStore) -> str:
 
 
 def _write_all(folder: Path, texts: dict[str, str]) -> None:
-    """Writes every file to a temporary name first, then renames them all."""
+    """Both files or neither: the export's all-or-nothing writer (tuner.export.files)."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
+        write_all([(folder / name, text, 0o644) for name, text in texts.items()], force=True)
     except OSError as exc:
         raise ReportError(f"cannot create {folder}: {exc.strerror}") from None
-    staged: list[tuple[Path, Path]] = []
-    try:
-        for name, text in texts.items():
-            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=folder)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-            staged.append((Path(tmp), folder / name))
-        for tmp, final in staged:
-            os.replace(tmp, final)
-    except OSError as exc:
-        for tmp, _ in staged:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-        raise ReportError(f"cannot write the report into {folder}: {exc.strerror}") from None
+    except ExportError as exc:
+        raise ReportError(f"cannot write the report: {exc}") from None
