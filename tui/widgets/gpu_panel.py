@@ -8,8 +8,9 @@ The screen hands it snapshots (read off the event loop by the telemetry
 sampler thread); the panel only formats them. Cells flow into as many
 columns as the width allows, so eight GPUs take four lines at 80 columns and
 two at 160. With no GPU it shows one line that says why, and a second with
-the host's CPU and memory use and the engine's (the app's child processes,
-read with psutil once a second) so a CPU run is not blind (issue 13).
+the host's CPU and memory use and the engine's (the process trees of the
+engines this process runs, from :mod:`tuner.engine.running`, read once a
+second) so a CPU run is not blind (issue 13).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from textual.events import Resize
 from textual.widget import Widget
 from textual.widgets import Static
 
+from tuner.engine.running import EngineLoad
 from tuner.telemetry import GpuSnapshot
 from tuner.telemetry import format as fmt
 
@@ -120,38 +122,6 @@ def host_line(
             f"RSS {engine.rss / gib:.2f} GiB"
         )
     return out
-
-
-class EngineLoad:
-    """CPU and memory of this process's children (the engine tree tunelab started)."""
-
-    def __init__(self) -> None:
-        self._me = psutil.Process()
-        self._seen: dict[int, psutil.Process] = {}
-        self.procs = 0
-        self.cpu = 0.0
-        self.rss = 0
-
-    def sample(self) -> EngineLoad:
-        """One reading; CPU % is since the previous reading (psutil's interval-less form)."""
-        procs, cpu, rss = 0, 0.0, 0
-        current: dict[int, psutil.Process] = {}
-        try:
-            children = self._me.children(recursive=True)
-        except psutil.Error:
-            children = []
-        for child in children:
-            proc = self._seen.get(child.pid, child)
-            try:
-                cpu += proc.cpu_percent(None)
-                rss += proc.memory_info().rss
-            except psutil.Error:
-                continue
-            current[child.pid] = proc
-            procs += 1
-        self._seen = current
-        self.procs, self.cpu, self.rss = procs, cpu, rss
-        return self
 
 
 class GpuPanel(Widget):

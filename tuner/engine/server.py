@@ -21,7 +21,7 @@ from collections import deque
 from pathlib import Path
 from types import TracebackType
 
-from tuner.engine import logscan, proctree
+from tuner.engine import logscan, proctree, running
 from tuner.engine.events import (
     EngineBackendChosen,
     EngineEvent,
@@ -182,6 +182,7 @@ class Engine:
                 [],
             ) from None
         self._known = {r for r in [proctree.ref(self._proc.pid)] if r}
+        running.register(self._proc.pid)
         self._reaper = _start_reaper(self._proc.pid)
         self._reader = threading.Thread(
             target=self._read_output, args=(self._proc, log), name="engine-log", daemon=True
@@ -275,6 +276,7 @@ class Engine:
         await asyncio.to_thread(proctree.kill_tree, proc.pid, known=known, graceful=graceful)
         with contextlib.suppress(Exception):
             self.returncode = await asyncio.to_thread(proc.wait, 10)
+        running.unregister(proc.pid)
         await asyncio.to_thread(self._drain_reader, 2.0)
         if self._reaper is not None:
             with contextlib.suppress(Exception):

@@ -1,0 +1,85 @@
+"""Which engines this process is running now, and how much CPU and memory they use.
+
+Every :class:`~tuner.engine.server.Engine` registers its root pid here while
+its server is up, so the TUI's host line can report the engines' load and
+nothing else: the reaper sidecars, a bench helper or any other child of the
+tunelab process are not "the engine". The module is cheap to import (psutil
+only): the TUI reads it once a second from start-up on.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import psutil
+
+_LOCK = threading.Lock()
+_ROOTS: set[int] = set()
+
+
+def register(root_pid: int) -> None:
+    """An engine's server process started (called by Engine)."""
+    with _LOCK:
+        _ROOTS.add(root_pid)
+
+
+def unregister(root_pid: int) -> None:
+    """An engine's server process was stopped or reaped (called by Engine)."""
+    with _LOCK:
+        _ROOTS.discard(root_pid)
+
+
+def roots() -> set[int]:
+    """Root pids of the engines this process started and has not stopped yet."""
+    with _LOCK:
+        return set(_ROOTS)
+
+
+def tree_pids(root_pid: int) -> set[int]:
+    """The root and its live descendants (the engine core and workers vLLM forks)."""
+    try:
+        root = psutil.Process(root_pid)
+        return {root.pid} | {child.pid for child in root.children(recursive=True)}
+    except psutil.Error:
+        return set()
+
+
+def engine_pids() -> set[int]:
+    """Every live process of every engine this process runs."""
+    found: set[int] = set()
+    for root in roots():
+        found |= tree_pids(root)
+    return found
+
+
+class EngineLoad:
+    """CPU and resident memory of the running engines' processes, sampled on demand.
+
+    Attributes:
+        procs: How many engine processes the last sample found (0: no engine).
+        cpu: Their CPU use in percent of one core, summed, since the previous sample.
+        rss: Their resident memory in bytes, summed.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[int, psutil.Process] = {}
+        self.procs = 0
+        self.cpu = 0.0
+        self.rss = 0
+
+    def sample(self) -> EngineLoad:
+        """One reading; CPU % is since the previous reading (psutil's interval-less form)."""
+        procs, cpu, rss = 0, 0.0, 0
+        current: dict[int, psutil.Process] = {}
+        for pid in engine_pids():
+            try:
+                proc = self._seen.get(pid) or psutil.Process(pid)
+                cpu += proc.cpu_percent(None)
+                rss += proc.memory_info().rss
+            except psutil.Error:
+                continue
+            current[pid] = proc
+            procs += 1
+        self._seen = current
+        self.procs, self.cpu, self.rss = procs, cpu, rss
+        return self
