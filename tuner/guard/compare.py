@@ -10,29 +10,16 @@ have that pass, and over the shared greedy prefix otherwise.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from tuner.guard.model import (
+    GuardRun,
+    GuardVerdict,
+    ProbeResult,
+    PromptDiff,
+    Thresholds,
+    Verdict,
+)
 
-from tuner.guard.model import GuardRun, GuardVerdict, ProbeResult, PromptDiff, Verdict
-
-
-@dataclass(frozen=True)
-class Thresholds:
-    """Where **close** ends and **drifted** begins.
-
-    Attributes:
-        max_diverged_fraction: Fraction of probes whose greedy tokens may differ
-            and still count as close. Default 0.0: any changed answer is drift —
-            a kernel change that is merely numerically noisy keeps argmax tokens
-            on short greedy probes almost always.
-        max_mean_abs_dlogprob: Mean |Δ logprob| (nats, over the baseline's
-            tokens) under which identical tokens count as close. Default 0.05:
-            bf16 rounding noise of a kernel change is ~1e-3..1e-2 nats per token;
-            0.05 is an order of magnitude above that and well below the ~0.7 nats
-            of a token whose probability halves.
-    """
-
-    max_diverged_fraction: float = 0.0
-    max_mean_abs_dlogprob: float = 0.05
+__all__ = ["Thresholds", "compare", "first_divergence"]
 
 
 def first_divergence(a: list[int], b: list[int]) -> int | None:

@@ -45,6 +45,46 @@ def _ints(raw: Any, what: str) -> list[int]:
     return list(raw)
 
 
+@dataclass(frozen=True)
+class Thresholds:
+    """Where **close** ends and **drifted** begins.
+
+    Attributes:
+        max_diverged_fraction: Fraction of probes whose greedy tokens may differ
+            and still count as close. Default 0.0: any changed answer is drift —
+            a kernel change that is merely numerically noisy keeps argmax tokens
+            on short greedy probes almost always.
+        max_mean_abs_dlogprob: Mean |Δ logprob| (nats, over the baseline's
+            tokens) under which identical tokens count as close. Default 0.05:
+            bf16 rounding noise of a kernel change is ~1e-3..1e-2 nats per token;
+            0.05 is an order of magnitude above that and well below the ~0.7 nats
+            of a token whose probability halves.
+    """
+
+    max_diverged_fraction: float = 0.0
+    max_mean_abs_dlogprob: float = 0.05
+
+    def to_dict(self) -> dict[str, float]:
+        return {
+            "max_diverged_fraction": self.max_diverged_fraction,
+            "max_mean_abs_dlogprob": self.max_mean_abs_dlogprob,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Thresholds:
+        """Inverse of to_dict; ValueError on a malformed record (a missing key keeps its default)."""
+        if not isinstance(data, dict):
+            raise ValueError("guard thresholds is not an object")
+        out: dict[str, float] = {}
+        for key in ("max_diverged_fraction", "max_mean_abs_dlogprob"):
+            if key in data:
+                v = data[key]
+                if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+                    raise ValueError(f"guard threshold {key} is not a number: {v!r}")
+                out[key] = float(v)
+        return cls(**out)
+
+
 @dataclass
 class ProbeResult:
     """One probe's greedy continuation.
@@ -107,6 +147,8 @@ class GuardRun:
         seconds: Wall time of the whole guard (its cost per trial).
         error: Why the guard has no (complete) result; None when it ran.
         reference: Id of the trial whose tokens were teacher-forced, if any.
+        thresholds: The thresholds the run was asked to be judged by
+            (tuner.guard.settings.GuardSettings); None: the defaults.
     """
 
     model: str
@@ -115,6 +157,7 @@ class GuardRun:
     seconds: float = 0.0
     error: str | None = None
     reference: str | None = None
+    thresholds: Thresholds | None = None
 
     @property
     def ok(self) -> bool:
@@ -128,6 +171,7 @@ class GuardRun:
             "seconds": self.seconds,
             "error": self.error,
             "reference": self.reference,
+            "thresholds": None if self.thresholds is None else self.thresholds.to_dict(),
         }
 
     @classmethod
@@ -140,6 +184,7 @@ class GuardRun:
             raise ValueError("guard probes is not a list")
         error = data.get("error")
         ref = data.get("reference")
+        th = data.get("thresholds")
         return cls(
             model=str(data.get("model", "")),
             max_tokens=int(data.get("max_tokens", 0)),
@@ -147,6 +192,7 @@ class GuardRun:
             seconds=float(data.get("seconds", 0.0)),
             error=None if error is None else str(error),
             reference=None if ref is None else str(ref),
+            thresholds=None if th is None else Thresholds.from_dict(th),
         )
 
 

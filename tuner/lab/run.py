@@ -11,10 +11,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tuner.bench.workload import Workload
 from tuner.config import EngineConfig
+from tuner.guard.settings import GuardSettings
 from tuner.model import ModelInfo
 from tuner.rules import Target
 from tuner.studies.ab import ABReport, run_ab
@@ -34,9 +36,11 @@ AB_REPEATS = 3
 
 __all__ = [
     "AB_REPEATS",
+    "GuardSettings",
     "Param",
     "RunOptions",
     "ab",
+    "guard_settings",
     "parse_param",
     "runner",
     "sweep",
@@ -54,6 +58,8 @@ class RunOptions:
         model_info: The analyzed model for the rules (with ``target``).
         sampler: A running telemetry sampler for the trial's GPU window, if any.
         command_for: Builds a replacement engine command (engine doubles in tests only).
+        guard: The output-drift guard after each measured run (``--guard-prompts``,
+            ``--guard-tokens``; tuner.guard.settings): probes, tokens, thresholds.
     """
 
     python: str = sys.executable
@@ -62,6 +68,23 @@ class RunOptions:
     model_info: ModelInfo | None = None
     sampler: Sampler | None = None
     command_for: Callable[[EngineConfig], list[str]] | None = field(default=None, repr=False)
+    guard: GuardSettings = field(default_factory=GuardSettings)
+
+
+def guard_settings(
+    prompts_file: Path | None = None, tokens: int | None = None, *, enabled: bool = True
+) -> GuardSettings:
+    """The guard the user asked for on a face (``--guard-prompts FILE``, ``--guard-tokens N``).
+
+    The prompts file is read and checked here, before any engine starts, so
+    every trial of the run asks the same probes.
+
+    Raises:
+        GuardSettingsError: (a TunelabError: message + fix) a bad file or token count.
+    """
+    if tokens is None:
+        return GuardSettings(enabled=enabled, prompts_file=prompts_file)
+    return GuardSettings(enabled=enabled, prompts_file=prompts_file, tokens=tokens)
 
 
 def runner(store: TrialStore, options: RunOptions, on_event: TrialEventCallback) -> TrialRunner:
@@ -73,6 +96,7 @@ def runner(store: TrialStore, options: RunOptions, on_event: TrialEventCallback)
     kwargs: dict[str, object] = {
         "python": options.python,
         "startup_timeout": options.startup_timeout,
+        "guard": options.guard,
     }
     if options.target is not None:
         kwargs["context"] = RunContext(options.target, options.model_info, [])

@@ -39,7 +39,8 @@ def trial_verdict(
 
     Unknown (with the reason) when the baseline has no usable guard or serves
     another model; a trial compared with itself is **same** by construction
-    and callers say "baseline" instead.
+    and callers say "baseline" instead. ``thresholds`` None: the ones the
+    trial's guard was run with (GuardSettings), else the defaults.
     """
     cand = guard_of(trial)
     if cand is None:
@@ -51,7 +52,7 @@ def trial_verdict(
         return _unknown(f"baseline {baseline.short_id} ran without the guard")
     if baseline.config.model != trial.config.model:
         return _unknown(f"baseline {baseline.short_id} serves another model")
-    return compare(base, cand, thresholds)
+    return compare(base, cand, thresholds or cand.thresholds)
 
 
 def baseline_trial(store: TrialStore, study: str) -> Trial | None:

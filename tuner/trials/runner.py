@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from tuner.engine import effective, proctree
 from tuner.engine.spec import resolve_entry
-from tuner.guard import run_probes
+from tuner.guard import GuardSettings, run_probes
 from tuner.trials.context import RunContext, check_trial, resolve_context
 from tuner.trials.events import (
     TrialBackend,
@@ -70,7 +70,8 @@ class _Session:
         self.current: Trial | None = None
         self.group: list[Trial] = []
         self.engine: Engine | None = None
-        self.guard = True  # run the output-drift guard after each measured run
+        # The output-drift guard after each measured run (None: off).
+        self.guard: GuardSettings | None = GuardSettings()
 
     # -- events ------------------------------------------------------------------
     def emit(self, event: TrialEvent) -> None:
@@ -206,25 +207,30 @@ class _Session:
             )
             self.emit(TrialFailed(trial, why))
             return
-        if self.guard:
-            await self.run_guard(trial, model)
+        if self.guard is not None:
+            await self.run_guard(trial, model, self.guard)
         self.store.save_result(trial, data, server=server, telemetry=telemetry)
         self.emit(TrialDone(trial))
 
     # -- output-drift guard (issue 16) ----------------------------------------------
-    async def run_guard(self, trial: Trial, model: str) -> None:
+    async def run_guard(self, trial: Trial, model: str, settings: GuardSettings) -> None:
         """Greedy probes on this engine into ``trial.guard``; their failure never fails the trial.
 
         The study baseline's tokens (if it has a guard) are scored teacher-forced.
+        The thresholds of ``settings`` are recorded with the run, so the verdict
+        read later judges it as the user asked.
         """
         assert self.engine is not None and self.engine.url is not None
         ref = await asyncio.to_thread(guard_reference, self.store, trial)
         run = await run_probes(
             self.engine.url,
             model,
+            settings.probes,
+            settings.tokens,
             reference=ref[1] if ref else None,
             reference_id=ref[0] if ref else None,
         )
+        run.thresholds = settings.thresholds
         trial.guard = run.to_dict()
         trial.timings["guard_s"] = run.seconds
 
@@ -266,6 +272,13 @@ class _EngineCrashed(Exception):
     """The engine died during a measured run (the trial is already marked failed)."""
 
 
+def _guard_settings(guard: bool | GuardSettings) -> GuardSettings | None:
+    """The guard to run: settings as given, the defaults for True, None for False or disabled."""
+    if isinstance(guard, GuardSettings):
+        return guard if guard.enabled else None
+    return GuardSettings() if guard else None
+
+
 def _gpu_names(sampler: Sampler | None, indices: list[int] | None) -> list[str]:
     """Names of the GPUs the engine sees, from the sampler's latest snapshots (empty without GPUs)."""
     if sampler is None:
@@ -286,7 +299,7 @@ async def run_workloads(
     gpu_indices: list[int] | None = None,
     engine_command: list[str] | None = None,
     engine_cwd: str | None = None,
-    guard: bool = True,
+    guard: bool | GuardSettings = True,
 ) -> list[Trial]:
     """Runs trials that share one config on ONE engine, one workload after another.
 
@@ -303,8 +316,9 @@ async def run_workloads(
         gpu_indices: GPUs the engine uses, to restrict the telemetry window.
         engine_command: Replaces the vLLM command line — engine doubles in tests only.
         engine_cwd: Working directory of the engine process.
-        guard: Run the output-drift guard (tuner.guard) after each measured
-            run, on the same engine (~8 probes x 16 tokens: seconds).
+        guard: The output-drift guard (tuner.guard) after each measured run,
+            on the same engine: GuardSettings (probes, tokens, thresholds), True
+            for the defaults (~8 probes x 16 tokens: seconds), False for none.
 
     Returns:
         The trials, each done, failed or skipped (never left active). Their
@@ -330,7 +344,7 @@ async def run_workloads(
         )
     t_begin = time.monotonic()
     session = _Session(store, on_event, sampler, gpu_indices)
-    session.guard = guard
+    session.guard = _guard_settings(guard)
     _admit(trials, store, session)
     if context is None:
         context = await asyncio.to_thread(resolve_context, config.model, python)
@@ -548,7 +562,7 @@ async def run_trial(
     gpu_indices: list[int] | None = None,
     engine_command: list[str] | None = None,
     engine_cwd: str | None = None,
-    guard: bool = True,
+    guard: bool | GuardSettings = True,
 ) -> Trial:
     """Runs one trial end to end: rules → engine start → warm-up → measured run → stop.
 
