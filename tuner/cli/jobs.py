@@ -1,0 +1,140 @@
+"""``tunelab jobs``: run any tunelab command detached from the terminal, and find it again.
+
+``tunelab jobs start -- ab --a-set ... --b-set ...`` hands the command to the
+per-user study service (tuner.service) and returns; the study goes on if
+the SSH session drops. ``tunelab jobs`` lists the jobs, ``follow`` shows one's
+output as it runs (Ctrl-C stops following, not the job), ``log`` prints it,
+``stop`` ends it the way Ctrl-C ends a foreground command.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Annotated, Any
+
+import typer
+
+jobs_app = typer.Typer(
+    help="Detached work: start a tunelab command that outlives the terminal, list, follow, stop.",
+    no_args_is_help=False,
+    invoke_without_command=True,
+)
+
+
+def register(app: typer.Typer) -> None:
+    """Adds ``jobs`` to the tunelab CLI."""
+    app.add_typer(jobs_app, name="jobs")
+
+
+def _age(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 90:
+        return f"{seconds:.0f}s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"
+
+
+def job_line(job: dict[str, Any], now: float | None = None) -> str:
+    """``3f2a9c01  running   4m  tunelab ab ...`` (with the return code once ended)."""
+    now = time.time() if now is None else now
+    started = job.get("started") or job["submitted"]
+    span = (job.get("ended") or now) - started
+    state = job["state"]
+    if job.get("returncode") not in (None, 0):
+        state = f"{state} ({job['returncode']})"
+    note = f"  — {job['note']}" if job.get("note") else ""
+    return f"{job['id']}  {state:<13} {_age(span):>5}  {job['title']}{note}"
+
+
+@jobs_app.callback()
+def jobs_list(ctx: typer.Context) -> None:
+    """With no sub-command: list this user's jobs, oldest first."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from tuner.service import paths
+    from tuner.service.client import ServiceClient
+
+    with ServiceClient() as client:
+        if not client.running() and not (paths.jobs_dir() / "jobs.json").exists():
+            typer.echo("No jobs yet. Start one with `tunelab jobs start -- <command>`.")
+            return
+        # The service reloads the table from disk if it had ended itself while idle.
+        jobs = sorted(client.jobs(), key=lambda j: j["submitted"])
+    if not jobs:
+        typer.echo("No jobs yet. Start one with `tunelab jobs start -- <command>`.")
+        return
+    for job in jobs:
+        typer.echo(job_line(job))
+
+
+@jobs_app.command(
+    "start", context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
+)
+def jobs_start(
+    ctx: typer.Context,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Show its output until it ends.")
+    ] = False,
+) -> None:
+    """Run a tunelab command as a detached job: `tunelab jobs start -- ab --a-set ...`."""
+    from tuner.service.client import ServiceClient
+
+    args = list(ctx.args)
+    if not args:
+        raise typer.BadParameter("give the command after `--`, e.g. `tunelab jobs start -- ab ...`")
+    if args[0] in ("jobs", "tui"):
+        raise typer.BadParameter(f"`{args[0]}` cannot run as a job; give a study or run command")
+    with ServiceClient() as client:
+        job = client.submit(args)
+        typer.echo(f"job {job['id']} {job['state']}: {job['title']}")
+        if not follow:
+            typer.echo(f"follow it with `tunelab jobs follow {job['id']}`")
+            return
+        _follow(client, job["id"])
+
+
+def _follow(client: Any, job_id: str) -> None:
+    try:
+        job = client.follow(job_id, lambda text: (sys.stdout.write(text), sys.stdout.flush()))
+    except KeyboardInterrupt:
+        typer.echo(f"\nstopped following; job {job_id} goes on (`tunelab jobs stop {job_id}`)")
+        raise typer.Exit(130) from None
+    typer.echo(job_line(job))
+    if job["state"] != "finished":
+        raise typer.Exit(job.get("returncode") or 1)
+
+
+@jobs_app.command("follow")
+def jobs_follow(job_id: Annotated[str, typer.Argument(help="Job id or a unique prefix.")]) -> None:
+    """Show a job's output from the start and as it grows, until it ends."""
+    from tuner.service.client import ServiceClient
+
+    with ServiceClient() as client:
+        _follow(client, job_id)
+
+
+@jobs_app.command("log")
+def jobs_log(job_id: Annotated[str, typer.Argument(help="Job id or a unique prefix.")]) -> None:
+    """Print a job's output so far."""
+    from tuner.service.client import ServiceClient
+
+    with ServiceClient() as client:
+        offset = 0
+        while True:
+            chunk = client.log(job_id, offset)
+            sys.stdout.write(chunk.text)
+            if chunk.next_offset == offset:
+                break
+            offset = chunk.next_offset
+
+
+@jobs_app.command("stop")
+def jobs_stop(job_id: Annotated[str, typer.Argument(help="Job id or a unique prefix.")]) -> None:
+    """Stop a job as Ctrl-C would (its engines are stopped; the trial is kept as interrupted)."""
+    from tuner.service.client import ServiceClient
+
+    with ServiceClient() as client:
+        job = client.stop(job_id)
+    typer.echo(job_line(job))
