@@ -332,6 +332,144 @@ async def _warmup(client: BenchClient, prompts: list[Prompt], concurrency: int |
     await asyncio.gather(*(one(p) for p in prompts))
 
 
+async def _prepare(
+    client: BenchClient, workload: Workload, tokenizer_path: str | None, model: str | None
+) -> tuple[list[Prompt], str, list[float] | None]:
+    """Everything before the clock starts: (counted prompts, their source, trace offsets).
+
+    Asks the server for its model when none was given (setting ``client.model``),
+    builds the seeded prompts and sends the warm-ups, waiting for all of them.
+    """
+    root = None
+    if not model:
+        client.model, root = await resolve_model(client)
+    prompts, warm, source, trace = await _build_prompts(
+        client, workload, tokenizer_path, model, root
+    )
+    if warm:
+        await _warmup(client, warm, workload.concurrency)
+    return prompts, source, trace
+
+
+def _refuse_unbounded(workload: Workload) -> None:
+    """A duration-bound run with no cap on requests in flight would never stop opening them.
+
+    Raises:
+        WorkloadError: Neither --concurrency nor a finite --request-rate bounds the run.
+    """
+    if (
+        workload.duration_s is not None
+        and math.isinf(workload.request_rate)
+        and not workload.concurrency
+    ):
+        raise WorkloadError(
+            "a duration-bound run needs --concurrency or a finite --request-rate, "
+            "else it would open requests without limit"
+        )
+
+
+@dataclass
+class _Dispatch:
+    """The measured part of a run: releases counted requests on schedule and gathers them.
+
+    Kept as one object so the request coroutine, the two release loops and the
+    watcher's in-flight count share the same task list, counters and semaphore.
+
+    Attributes:
+        client: The open client requests go through.
+        prompts: The counted prompts (reused round-robin in duration-bound runs).
+        bodies: The request bodies, built once per prompt before the clock starts.
+        live: Counters the reporter and the watcher read while requests run.
+        reporter: Emits throttled progress.
+        sem: Caps requests in flight at the workload's concurrency (None: no cap).
+        tasks: Every request task started so far.
+    """
+
+    client: BenchClient
+    prompts: list[Prompt]
+    bodies: list[bytes]
+    live: LiveCounters
+    reporter: ProgressReporter
+    sem: asyncio.Semaphore | None
+    tasks: list[asyncio.Task[RequestRecord]] = field(default_factory=list)
+
+    def in_flight(self) -> int:
+        """Requests started and not yet finished (for the /metrics watcher)."""
+        return len(self.tasks) - self.live.done - self.live.failed
+
+    async def one(self, i: int, arrival: float, held: bool) -> RequestRecord:
+        """Send request ``i``; ``held`` means its semaphore slot was taken by the caller."""
+        k = i % len(self.prompts)
+        try:
+            if self.sem is not None and not held:
+                async with self.sem:
+                    rec = await self.client.send(
+                        self.prompts[k], self.live, self.bodies[k], arrival
+                    )
+            else:
+                rec = await self.client.send(self.prompts[k], self.live, self.bodies[k], arrival)
+        finally:
+            if held and self.sem is not None:
+                self.sem.release()
+        self.reporter.record_done(rec)
+        return rec
+
+    async def release_counted(self, t0: float, offsets: list[float]) -> None:
+        """Start one task per prompt at its arrival offset after ``t0``."""
+        for i, off in enumerate(offsets):
+            wait = t0 + off - perf_counter()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            self.tasks.append(asyncio.create_task(self.one(i, perf_counter(), False)))
+
+    async def release_for_duration(self, t0: float, duration_s: float, workload: Workload) -> None:
+        """Start tasks on open arrivals until ``duration_s`` after ``t0``.
+
+        With an infinite rate (closed loop) a slot is taken before each start,
+        so exactly ``concurrency`` requests stay in flight.
+        """
+        closed_loop = math.isinf(workload.request_rate)
+        end = t0 + duration_s
+        for i, off in enumerate(_open_arrivals(workload)):
+            wait = t0 + off - perf_counter()
+            if wait > 0:
+                await asyncio.sleep(min(wait, max(0.0, end - perf_counter())))
+            if closed_loop and self.sem is not None:
+                await self.sem.acquire()
+            if perf_counter() >= end:
+                if closed_loop and self.sem is not None:
+                    self.sem.release()
+                break
+            self.tasks.append(asyncio.create_task(self.one(i, perf_counter(), closed_loop)))
+
+
+async def _measure(
+    dispatch: _Dispatch,
+    watcher: ServerWatcher,
+    workload: Workload,
+    trace: list[float] | None,
+) -> tuple[list[RequestRecord], float]:
+    """Release the counted requests and wait for all of them: (records, duration in s).
+
+    On any exception (a cancelled run included) the requests still open are
+    cancelled and the watcher stopped before it propagates.
+    """
+    dispatch.reporter.start()
+    t0 = perf_counter()
+    try:
+        if workload.duration_s is None:
+            offsets = trace or arrival_offsets(workload, len(dispatch.prompts))
+            await dispatch.release_counted(t0, offsets)
+        else:
+            await dispatch.release_for_duration(t0, workload.duration_s, workload)
+        records = list(await asyncio.gather(*dispatch.tasks))
+    except BaseException:
+        await cancel_all(dispatch.tasks)
+        await watcher.stop()
+        raise
+    return records, perf_counter() - t0
+
+
 async def run_benchmark(
     url: str,
     model: str | None,
@@ -365,15 +503,7 @@ async def run_benchmark(
         WorkloadError: The workload or its dataset is unusable.
     """
     url, headers = _url_and_headers(url, headers)
-    if (
-        workload.duration_s is not None
-        and math.isinf(workload.request_rate)
-        and not workload.concurrency
-    ):
-        raise WorkloadError(
-            "a duration-bound run needs --concurrency or a finite --request-rate, "
-            "else it would open requests without limit"
-        )
+    _refuse_unbounded(workload)
     async with BenchClient(
         url,
         model or "",
@@ -384,75 +514,24 @@ async def run_benchmark(
         headers=headers,
         transport_factory=transport_factory,
     ) as client:
-        root = None
-        if not model:
-            client.model, root = await resolve_model(client)
-        prompts, warm, source, trace = await _build_prompts(
-            client, workload, tokenizer_path, model, root
-        )
-        bodies = [client.body(p) for p in prompts]
-        if warm:
-            await _warmup(client, warm, workload.concurrency)
-
+        prompts, source, trace = await _prepare(client, workload, tokenizer_path, model)
         live = LiveCounters()
         total = None if workload.duration_s is not None else len(prompts)
-        reporter = ProgressReporter(on_progress, live, total)
-        tasks: list[asyncio.Task[RequestRecord]] = []
+        dispatch = _Dispatch(
+            client=client,
+            prompts=prompts,
+            bodies=[client.body(p) for p in prompts],
+            live=live,
+            reporter=ProgressReporter(on_progress, live, total),
+            sem=asyncio.Semaphore(workload.concurrency) if workload.concurrency else None,
+        )
         watcher = ServerWatcher(
-            lambda: client.get_text("/metrics"),
-            metrics_interval_s,
-            in_flight=lambda: len(tasks) - live.done - live.failed,
+            lambda: client.get_text("/metrics"), metrics_interval_s, in_flight=dispatch.in_flight
         )
         await watcher.start()
-        sem = asyncio.Semaphore(workload.concurrency) if workload.concurrency else None
-        records: list[RequestRecord] = []
-
-        async def one(i: int, arrival: float, held: bool) -> RequestRecord:
-            p = prompts[i % len(prompts)]
-            try:
-                if sem is not None and not held:
-                    async with sem:
-                        rec = await client.send(p, live, bodies[i % len(prompts)], arrival)
-                else:
-                    rec = await client.send(p, live, bodies[i % len(prompts)], arrival)
-            finally:
-                if held and sem is not None:
-                    sem.release()
-            reporter.record_done(rec)
-            return rec
-
         started_at = datetime.now(UTC).isoformat(timespec="seconds")
-        reporter.start()
-        t0 = perf_counter()
-        try:
-            if workload.duration_s is None:
-                offsets = trace or arrival_offsets(workload, len(prompts))
-                for i, off in enumerate(offsets):
-                    wait = t0 + off - perf_counter()
-                    if wait > 0:
-                        await asyncio.sleep(wait)
-                    tasks.append(asyncio.create_task(one(i, perf_counter(), False)))
-            else:
-                closed_loop = math.isinf(workload.request_rate)
-                end = t0 + workload.duration_s
-                for i, off in enumerate(_open_arrivals(workload)):
-                    wait = t0 + off - perf_counter()
-                    if wait > 0:
-                        await asyncio.sleep(min(wait, max(0.0, end - perf_counter())))
-                    if closed_loop and sem is not None:
-                        await sem.acquire()
-                    if perf_counter() >= end:
-                        if closed_loop and sem is not None:
-                            sem.release()
-                        break
-                    tasks.append(asyncio.create_task(one(i, perf_counter(), closed_loop)))
-            records = list(await asyncio.gather(*tasks))
-        except BaseException:
-            await cancel_all(tasks)
-            await watcher.stop()
-            raise
-        duration = perf_counter() - t0
-        await reporter.stop()
+        records, duration = await _measure(dispatch, watcher, workload, trace)
+        await dispatch.reporter.stop()
         server = await watcher.stop()
         _refuse_missing_endpoint(client, records)
 

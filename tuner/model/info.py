@@ -16,7 +16,7 @@ from typing import Any
 
 from tuner.errors import TunelabError
 from tuner.model.moe import MoEInfo, first_int, moe_from_config
-from tuner.model.params import estimate_params, quantized_bits
+from tuner.model.params import ParamEstimate, estimate_params, quantized_bits
 
 # Bytes per element for the dtypes configs name.
 DTYPE_BYTES: dict[str, float] = {
@@ -320,14 +320,23 @@ def check_sizes(cfg: dict[str, Any], name: str) -> None:
             )
 
 
-def from_config(raw: dict[str, Any], *, name: str, source: str, path: Path | None) -> ModelInfo:
-    """Builds a :class:`ModelInfo` from a config dict; sizes are config estimates.
+@dataclass(frozen=True)
+class _AttentionShape:
+    """The attention facts of a config: kind, head size, KV heads and the MLA ranks."""
+
+    kind: AttentionKind
+    head_dim: int
+    kv_heads: int
+    kv_lora_rank: int | None
+    qk_rope_head_dim: int | None
+
+
+def _refuse_unreadable(cfg: dict[str, Any], name: str) -> None:
+    """Refuses a config with no decoder shape, or with absurd sizes.
 
     Raises:
-        ModelError: when a field every decoder config has is missing, or a size
-            field is not a sane whole number (see :func:`check_sizes`).
+        ModelError: A required field is missing, or a size is out of bounds.
     """
-    cfg = text_config(raw)
     missing = [k for k in _REQUIRED if k not in cfg]
     if missing:
         raise ModelError(
@@ -335,42 +344,48 @@ def from_config(raw: dict[str, Any], *, name: str, source: str, path: Path | Non
             "language models (a transformers config with those fields)"
         )
     check_sizes(cfg, name)
-    layers = int(cfg["num_hidden_layers"])
-    hidden = int(cfg["hidden_size"])
-    heads = int(cfg["num_attention_heads"])
+
+
+def _attention_shape(cfg: dict[str, Any], hidden: int, heads: int) -> _AttentionShape:
+    """The attention kind and sizes the KV-cache estimate needs.
+
+    MLA when the config has a KV LoRA rank (one latent shared by every head, so
+    KV heads = heads); else MHA, MQA or GQA by how many KV heads there are.
+    """
     kv_heads = int(cfg.get("num_key_value_heads") or heads)
     kv_lora = first_int(cfg, "kv_lora_rank")
     rope = first_int(cfg, "qk_rope_head_dim")
     if kv_lora:
-        attention = AttentionKind.MLA
         head_dim = int((cfg.get("qk_nope_head_dim") or 0) + (rope or 0)) or hidden // heads
-        kv_heads = heads
-    else:
-        head_dim = int(cfg.get("head_dim") or hidden // heads)
-        attention = (
-            AttentionKind.MHA
-            if kv_heads == heads
-            else AttentionKind.MQA
-            if kv_heads == 1
-            else AttentionKind.GQA
-        )
-    moe = moe_from_config(cfg, layers)
-    archs = cfg.get("architectures") or []
-    arch = archs[0] if archs else None
-    model_type = cfg.get("model_type")
-    gpt_oss = model_type == "gpt_oss" or (arch or "").startswith("GptOss")
+        return _AttentionShape(AttentionKind.MLA, head_dim, heads, kv_lora, rope)
+    head_dim = int(cfg.get("head_dim") or hidden // heads)
+    kind = (
+        AttentionKind.MHA
+        if kv_heads == heads
+        else AttentionKind.MQA
+        if kv_heads == 1
+        else AttentionKind.GQA
+    )
+    return _AttentionShape(kind, head_dim, kv_heads, kv_lora, None)
+
+
+def _sliding_window(cfg: dict[str, Any]) -> int | None:
+    """The sliding window in tokens; None when off, absent or not a positive int."""
     window = cfg.get("sliding_window")
     if cfg.get("use_sliding_window") is False or not isinstance(window, int) or window <= 0:
-        window = None
-    qcfg = (
-        cfg.get("quantization_config") if isinstance(cfg.get("quantization_config"), dict) else {}
-    )
-    quant = qcfg.get("quant_method") if qcfg else None
-    dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")
-    notes: list[str] = []
-    if not (cfg.get("torch_dtype") or cfg.get("dtype")):
-        notes.append("config names no dtype; bfloat16 assumed")
-    est = estimate_params(cfg, moe)
+        return None
+    return window
+
+
+def _weight_bytes(
+    est: ParamEstimate, qcfg: dict[str, Any], quant: Any, dtype: str
+) -> tuple[int, float]:
+    """(weight bytes, the routed experts' share of them) from the parameter estimate.
+
+    A pre-quantized checkpoint stores its quantizable weights at the scheme's
+    bits; the attention stays at the model dtype when the config lists
+    ``self_attn`` among the modules not converted.
+    """
     wbits = quantized_bits(qcfg, dtype) if quant else None
     elem = DTYPE_BYTES.get(dtype.lower(), 2)
     if wbits is None:
@@ -380,25 +395,56 @@ def from_config(raw: dict[str, Any], *, name: str, source: str, path: Path | Non
         quantized = est.mlp_linear if "self_attn" in skip else est.quantizable
         weight_bytes = int(quantized * wbits / 8 + (est.total - quantized) * elem)
     routed_bytes = est.routed_experts * (wbits / 8 if wbits is not None else elem)
+    share = min(routed_bytes / weight_bytes, 1.0) if weight_bytes else 0.0
+    return weight_bytes, share
+
+
+def from_config(raw: dict[str, Any], *, name: str, source: str, path: Path | None) -> ModelInfo:
+    """Builds a :class:`ModelInfo` from a config dict; sizes are config estimates.
+
+    Raises:
+        ModelError: when a field every decoder config has is missing, or a size
+            field is not a sane whole number (see :func:`check_sizes`).
+    """
+    cfg = text_config(raw)
+    _refuse_unreadable(cfg, name)
+    layers = int(cfg["num_hidden_layers"])
+    hidden = int(cfg["hidden_size"])
+    heads = int(cfg["num_attention_heads"])
+    shape = _attention_shape(cfg, hidden, heads)
+    moe = moe_from_config(cfg, layers)
+    archs = cfg.get("architectures") or []
+    arch = archs[0] if archs else None
+    model_type = cfg.get("model_type")
+    qcfg = (
+        cfg.get("quantization_config") if isinstance(cfg.get("quantization_config"), dict) else {}
+    )
+    quant = qcfg.get("quant_method") if qcfg else None
+    dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")
+    notes: list[str] = []
+    if not (cfg.get("torch_dtype") or cfg.get("dtype")):
+        notes.append("config names no dtype; bfloat16 assumed")
+    est = estimate_params(cfg, moe)
+    weight_bytes, routed_share = _weight_bytes(est, qcfg, quant, dtype)
     return ModelInfo(
         name=name,
         source=source,
         path=path,
         architecture=arch,
         model_type=model_type,
-        attention=attention,
+        attention=shape.kind,
         num_layers=layers,
         hidden_size=hidden,
         num_heads=heads,
-        num_kv_heads=kv_heads,
-        head_dim=head_dim,
-        kv_lora_rank=kv_lora,
-        qk_rope_head_dim=rope if kv_lora else None,
+        num_kv_heads=shape.kv_heads,
+        head_dim=shape.head_dim,
+        kv_lora_rank=shape.kv_lora_rank,
+        qk_rope_head_dim=shape.qk_rope_head_dim,
         vocab_size=int(cfg.get("vocab_size") or 0),
         max_position_embeddings=first_int(cfg, "max_position_embeddings"),
         moe=moe,
-        is_gpt_oss=gpt_oss,
-        sliding_window=window,
+        is_gpt_oss=model_type == "gpt_oss" or (arch or "").startswith("GptOss"),
+        sliding_window=_sliding_window(cfg),
         quant_method=str(quant).lower() if quant else None,
         kv_scales_static=kv_scales_static(qcfg) if qcfg else False,
         dtype=dtype,
@@ -407,7 +453,7 @@ def from_config(raw: dict[str, Any], *, name: str, source: str, path: Path | Non
         weight_bytes=weight_bytes,
         weights_source="config-estimate",
         params_source="config-estimate",
-        routed_expert_share=min(routed_bytes / weight_bytes, 1.0) if weight_bytes else 0.0,
+        routed_expert_share=routed_share,
         notes=notes,
         config=raw,
     )

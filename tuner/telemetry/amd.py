@@ -26,6 +26,7 @@ import contextlib
 import importlib
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
@@ -168,24 +169,26 @@ class AmdSmiBackend:
 
     def snapshot(self, index: int) -> GpuSnapshot:
         """Read every metric of GPU ``index``; failures become None, never raise."""
-        lib = self._lib
-        handle = self._handles[index]
-        errors: list[BaseException] = []
-
-        def call(fn_name: str, *args: Any) -> Any:
-            fn: Callable[..., Any] | None = getattr(lib, fn_name, None)
-            if fn is None:
-                return _MISSING
-            try:
-                return fn(handle, *args)
-            except Exception as exc:
-                errors.append(exc)
-                return None
-
-        def dict_of(result: Any) -> dict[str, Any]:
-            return result if isinstance(result, dict) else {}
-
+        call = _Calls(self._lib, self._handles[index])
         # Core reads: if all of them fail the GPU is unreadable as a whole.
+        cached = self._cached_names(index, call)
+        vram = call("amdsmi_get_gpu_vram_usage")
+        activity = call("amdsmi_get_gpu_activity")
+        power = call("amdsmi_get_power_info")
+        core = [vram, activity, power] if cached is not None else [None, vram, activity, power]
+        if all(not isinstance(r, dict) for r in core) and call.errors:
+            name = cached[0] if cached else None
+            return GpuSnapshot.failed(index, f"amdsmi: {describe_error(call.errors[0])}", name=name)
+        name, arch = cached if cached is not None else (None, None)
+        return self._full_snapshot(
+            index, name, arch, call, _dict_of(vram), _dict_of(activity), _dict_of(power)
+        )
+
+    def _cached_names(self, index: int, call: _Calls) -> tuple[str | None, str | None] | None:
+        """(market name, gfx arch) of GPU ``index``, read once and kept (they never change).
+
+        None when the ASIC info could not be read; it is tried again next time.
+        """
         cached = self._names.get(index)
         if cached is None:
             asic = call("amdsmi_get_gpu_asic_info")
@@ -195,55 +198,27 @@ class AmdSmiBackend:
                     _arch(asic.get("target_graphics_version")),
                 )
                 self._names[index] = cached
-        vram = call("amdsmi_get_gpu_vram_usage")
-        activity = call("amdsmi_get_gpu_activity")
-        power = call("amdsmi_get_power_info")
-        core = [vram, activity, power] if cached is not None else [None, vram, activity, power]
-        if all(not isinstance(r, dict) for r in core) and errors:
-            name = cached[0] if cached else None
-            return GpuSnapshot.failed(index, f"amdsmi: {describe_error(errors[0])}", name=name)
-        name, arch = cached if cached is not None else (None, None)
+        return cached
 
-        vram, activity, power = dict_of(vram), dict_of(activity), dict_of(power)
-        metrics = dict_of(call("amdsmi_get_gpu_metrics_info"))
-
-        gfx = v.percent(activity.get("gfx_activity"))
-        if gfx is None:
-            gfx = v.percent(metrics.get("average_gfx_activity"))
-        umc = v.percent(activity.get("umc_activity"))
-        if umc is None:
-            umc = v.percent(metrics.get("average_umc_activity"))
-
+    def _full_snapshot(
+        self,
+        index: int,
+        name: str | None,
+        arch: str | None,
+        call: _Calls,
+        vram: dict[str, Any],
+        activity: dict[str, Any],
+        power: dict[str, Any],
+    ) -> GpuSnapshot:
+        """The snapshot of a readable GPU: each metric from its first source that answers."""
+        metrics = _dict_of(call("amdsmi_get_gpu_metrics_info"))
+        gfx, umc = _activities(activity, metrics)
         used_mib = v.integer(vram.get("vram_used"))
         total_mib = v.integer(vram.get("vram_total"))
-
-        power_w = _first(
-            v.watts,
-            power.get("socket_power"),  # amdsmi 7.x
-            power.get("current_socket_power"),  # MI300 on 6.x
-            power.get("average_socket_power"),  # MI200 and older
-            metrics.get("current_socket_power"),
-            metrics.get("average_socket_power"),
-        )
-        cap_w = v.watts(power.get("power_limit"))
-        if cap_w is None:
-            cap_w = v.watts(dict_of(call("amdsmi_get_power_cap_info")).get("power_cap"))
-
+        power_w, cap_w = _power(call, power, metrics)
         temp_edge, temp_hot, temp_mem = self._temperatures(call, metrics)
         gfx_clk, mem_clk = self._clocks(call, metrics)
-
-        compute_partition = None
-        profile = dict_of(call("amdsmi_get_gpu_accelerator_partition_profile"))
-        if profile:
-            compute_partition = v.text(
-                dict_of(profile.get("partition_profile")).get("profile_type")
-            )
-        if compute_partition is None:
-            raw = call("amdsmi_get_gpu_compute_partition")
-            compute_partition = v.text(raw) if raw is not _MISSING else None
-        raw_mem = call("amdsmi_get_gpu_memory_partition")
-        memory_partition = v.text(raw_mem) if raw_mem is not _MISSING else None
-
+        compute_partition, memory_partition = _partitions(call)
         return GpuSnapshot(
             index=index,
             name=name,
@@ -262,7 +237,7 @@ class AmdSmiBackend:
             compute_partition=compute_partition,
             memory_partition=memory_partition,
             throttle=self._throttle(call, metrics),
-            processes=self._processes(call, handle),
+            processes=self._processes(call, call.handle),
         )
 
     def _temperatures(
@@ -365,3 +340,86 @@ def _first(convert: Callable[[Any], float | None], *candidates: Any) -> float | 
         if value is not None:
             return value
     return None
+
+
+@dataclass
+class _Calls:
+    """amdsmi calls on one GPU handle, each on its own (one failed read spoils no other).
+
+    Calling it returns the function's result, ``None`` when the call raised
+    (the exception is kept in ``errors``), or ``_MISSING`` when this amdsmi
+    has no such function.
+
+    Attributes:
+        lib: The amdsmi module.
+        handle: The GPU's processor handle, passed first to every call.
+        errors: Every exception raised so far, in order.
+    """
+
+    lib: Any
+    handle: Any
+    errors: list[BaseException] = field(default_factory=list)
+
+    def __call__(self, fn_name: str, *args: Any) -> Any:
+        fn: Callable[..., Any] | None = getattr(self.lib, fn_name, None)
+        if fn is None:
+            return _MISSING
+        try:
+            return fn(self.handle, *args)
+        except Exception as exc:
+            self.errors.append(exc)
+            return None
+
+
+def _dict_of(result: Any) -> dict[str, Any]:
+    """The result when amdsmi answered with a dict; else empty (every key then reads None)."""
+    return result if isinstance(result, dict) else {}
+
+
+def _activities(
+    activity: dict[str, Any], metrics: dict[str, Any]
+) -> tuple[float | None, float | None]:
+    """(GFX, UMC) busy percent: the activity call first, the metrics table's averages second."""
+    gfx = v.percent(activity.get("gfx_activity"))
+    if gfx is None:
+        gfx = v.percent(metrics.get("average_gfx_activity"))
+    umc = v.percent(activity.get("umc_activity"))
+    if umc is None:
+        umc = v.percent(metrics.get("average_umc_activity"))
+    return gfx, umc
+
+
+def _power(
+    call: _Calls, power: dict[str, Any], metrics: dict[str, Any]
+) -> tuple[float | None, float | None]:
+    """(socket power, power cap) in W, from whichever field this amdsmi version fills."""
+    power_w = _first(
+        v.watts,
+        power.get("socket_power"),  # amdsmi 7.x
+        power.get("current_socket_power"),  # MI300 on 6.x
+        power.get("average_socket_power"),  # MI200 and older
+        metrics.get("current_socket_power"),
+        metrics.get("average_socket_power"),
+    )
+    cap_w = v.watts(power.get("power_limit"))
+    if cap_w is None:
+        cap_w = v.watts(_dict_of(call("amdsmi_get_power_cap_info")).get("power_cap"))
+    return power_w, cap_w
+
+
+def _partitions(call: _Calls) -> tuple[str | None, str | None]:
+    """(compute partition, memory partition), each None when not readable.
+
+    The compute partition comes from the accelerator partition profile first and
+    from the deprecated ``amdsmi_get_gpu_compute_partition`` second.
+    """
+    compute_partition = None
+    profile = _dict_of(call("amdsmi_get_gpu_accelerator_partition_profile"))
+    if profile:
+        compute_partition = v.text(_dict_of(profile.get("partition_profile")).get("profile_type"))
+    if compute_partition is None:
+        raw = call("amdsmi_get_gpu_compute_partition")
+        compute_partition = v.text(raw) if raw is not _MISSING else None
+    raw_mem = call("amdsmi_get_gpu_memory_partition")
+    memory_partition = v.text(raw_mem) if raw_mem is not _MISSING else None
+    return compute_partition, memory_partition
