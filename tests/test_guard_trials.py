@@ -97,3 +97,28 @@ async def test_runner_records_the_guard_and_can_skip_it(tmp_path: Path) -> None:
         guard=False,
     )
     assert off.status is TrialStatus.DONE and off.guard is None and "guard_s" not in off.timings
+
+
+def test_one_baseline_rule_for_the_study_and_the_guard(tmp_path: Path) -> None:
+    """choose_baseline is the rule; Study.baseline and the runner's reference both use it."""
+    from tuner.lab.study import BaselineChoice
+    from tuner.trials.guard_check import choose_baseline
+
+    with TrialStore(tmp_path / "t.db") as store:
+        first = _done(store, BASE.to_dict())
+        second = _done(store, DRIFTED.to_dict())
+        unfinished = trial()
+        unfinished.study = "s"
+        store.add(unfinished)
+        trials = store.list(study="s")
+        assert choose_baseline(trials, None) == (first, False)
+        assert choose_baseline(trials, second.id) == (second, True)
+        # A marked trial without results gives way to the first finished one.
+        assert choose_baseline(trials, unfinished.id) == (first, False)
+        assert choose_baseline([unfinished], None) is None
+        store.set_study_setting("s", "baseline", unfinished.id)
+        found = Study(store, "s").baseline()
+        assert found is not None and found.trial.id == first.id
+        assert found.how is BaselineChoice.FIRST
+        ref = guard_reference(store, second)
+        assert ref is not None and ref[0] == first.id

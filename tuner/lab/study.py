@@ -32,10 +32,10 @@ from tuner.studies.ab import ABReport, build_report
 from tuner.studies.common import point_key
 from tuner.studies.stats import Direction, Verdict, metric_direction
 from tuner.studies.winner import WinnerError, pick_winner
+from tuner.trials.guard_check import BASELINE_KEY, choose_baseline
 from tuner.trials.model import Trial
 from tuner.trials.store import StoreError, TrialNotFound, TrialStore
 
-BASELINE_KEY = "baseline"
 BASELINE_HOW_KEY = "baseline-how"
 LAST_AB_KEY = "last-ab"
 OBJECTIVE = "output_throughput"
@@ -144,13 +144,18 @@ class Study:
 
     # -- baseline -------------------------------------------------------------------
     def baseline(self, trials: Sequence[Trial] | None = None) -> Baseline | None:
-        """The marked baseline if it is still a finished trial of the study, else the first one."""
-        done = finished(self.trials() if trials is None else trials)
-        marked = self._setting(BASELINE_KEY)
-        for trial in done:
-            if marked and trial.id == marked:
-                return Baseline(trial, BaselineChoice.MARKED)
-        return Baseline(done[0], BaselineChoice.FIRST) if done else None
+        """The marked baseline if it is still a finished trial of the study, else the first one.
+
+        The rule is :func:`tuner.trials.guard_check.choose_baseline` (the runner's
+        guard reference uses the same function); this adds how it was chosen.
+        """
+        found = choose_baseline(
+            self.trials() if trials is None else trials, self._setting(BASELINE_KEY)
+        )
+        if found is None:
+            return None
+        trial, marked = found
+        return Baseline(trial, BaselineChoice.MARKED if marked else BaselineChoice.FIRST)
 
     def mark_baseline(self, trial_id: str) -> Baseline:
         """Keep ``trial_id`` (a finished trial of this study) as the baseline, across sessions.

@@ -2,19 +2,22 @@
 
 Here, not in tuner.guard, so the guard core never imports the trials package
 (tuner.trials imports tuner.guard; the import-linter contracts forbid a cycle).
-The faces find the baseline with ``tuner.lab.study.Study(store, name).baseline()``
-and call :func:`trial_verdict`; the runner, below tuner.lab in the layers,
-finds the same trial with :func:`baseline_trial`.
+The rule "which trial is the study's baseline" (and so every trial's guard
+reference) lives in ONE function, :func:`choose_baseline`: the faces reach it
+through ``tuner.lab.study.Study.baseline()``, the runner (below tuner.lab in the
+layers) through :func:`baseline_trial` / :func:`guard_reference`.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from tuner.guard.compare import Thresholds, compare
 from tuner.guard.model import GuardRun, GuardVerdict, Verdict
 from tuner.trials.model import Trial
 from tuner.trials.store import StoreError, TrialStore
 
-# tuner.lab.study.BASELINE_KEY: the study setting naming a marked baseline.
+# The study setting (TrialStore.study_setting) naming the baseline the user marked.
 BASELINE_KEY = "baseline"
 
 
@@ -55,22 +58,34 @@ def trial_verdict(
     return compare(base, cand, thresholds or cand.thresholds)
 
 
-def baseline_trial(store: TrialStore, study: str) -> Trial | None:
-    """The study's baseline by tuner.lab.study's rule: the marked one if it is still a
-    finished trial (has results), else the first finished trial.
+def choose_baseline(trials: Sequence[Trial], marked: str | None) -> tuple[Trial, bool] | None:
+    """The study's baseline among ``trials`` and whether it is the marked one.
 
-    Duplicated (the runner may not import tuner.lab); tests/test_guard_trials.py
-    checks that both agree.
+    The one rule: the trial the user marked (``marked``, the study setting
+    :data:`BASELINE_KEY`) if it is still a finished trial (has results), else
+    the first finished trial in ``trials``' order (the store's: oldest first).
+    A marked trial that failed or vanished silently gives way to the first,
+    so a study always compares against something that was measured.
+
+    Returns:
+        (trial, True when it is the marked one), or None without a finished trial.
     """
-    try:
-        marked = store.study_setting(study, BASELINE_KEY)
-        done = [t for t in store.list(study=study) if t.results]
-    except StoreError:  # unreadable store: no reference, the guard still runs
-        return None
+    done = [t for t in trials if t.results]
     for t in done:
         if marked and t.id == marked:
-            return t
-    return done[0] if done else None
+            return t, True
+    return (done[0], False) if done else None
+
+
+def baseline_trial(store: TrialStore, study: str) -> Trial | None:
+    """The study's baseline in ``store`` by :func:`choose_baseline`; None if unreadable or none."""
+    try:
+        marked = store.study_setting(study, BASELINE_KEY)
+        trials = store.list(study=study)
+    except StoreError:  # unreadable store: no reference, the guard still runs
+        return None
+    found = choose_baseline(trials, marked)
+    return found[0] if found else None
 
 
 def guard_reference(store: TrialStore, trial: Trial) -> tuple[str, GuardRun] | None:
