@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from tuner.knobs import available, get
 from tuner.rules.base import AITER, Context, rule, truthy
 from tuner.rules.facts import (
     AITER_FA_MIN_HEAD_SIZE,
@@ -29,10 +30,6 @@ def _is_aiter_subflag(key: str) -> bool:
     """AITER feature flags: VLLM_ROCM_USE_AITER_* (and catalogue entries naming the parent)."""
     if key.startswith(AITER + "_"):
         return True
-    try:
-        from tuner.knobs import get
-    except ImportError:
-        return False
     knob = get(key)
     return bool(knob and knob.extra.get("parent") == AITER)
 
@@ -155,14 +152,9 @@ def shuffle_kv_layout(ctx: Context) -> Iterator[Finding]:
         return
     if (ctx.concurrency or 0) < SHUFFLE_KV_MIN_CONCURRENCY:
         return
-    try:
-        from tuner.knobs import available, get
-
-        knob = get(SHUFFLE)
-        if knob is not None and not available(knob, ctx.target.vllm_version, ctx.platform).ok:
-            return
-    except ImportError:
-        pass
+    knob = get(SHUFFLE)
+    if knob is not None and not available(knob, ctx.target.vllm_version, ctx.platform).ok:
+        return
     yield Finding(
         Severity.ADVICE,
         (SHUFFLE, "attention-backend"),

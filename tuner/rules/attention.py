@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from tuner.knobs import available, get
+from tuner.knobs.value_sets import backend_is_mla, backend_platforms
 from tuner.rules.base import AITER, Context, rule
 from tuner.rules.facts import (
     AITER_MLA_ANY_BLOCK_SIZE_SINCE,
@@ -29,22 +31,6 @@ PD_ENV = "VLLM_V1_USE_PREFILL_DECODE_ATTENTION"
 BACKEND_SOURCE = f"{R1} §Attention backend selection with AITER"
 
 
-def _is_mla_backend(name: str) -> bool:
-    try:
-        from tuner.knobs.value_sets import backend_is_mla
-    except ImportError:
-        return "MLA" in name
-    return backend_is_mla(name)
-
-
-def _backend_platforms(name: str, version: str | None = None) -> frozenset[str] | None:
-    try:
-        from tuner.knobs.value_sets import backend_platforms
-    except ImportError:
-        return None
-    return backend_platforms(name, version)
-
-
 @rule("attention-backend-unavailable")
 def backend_unavailable(ctx: Context) -> Iterator[Finding]:
     """A backend the target platform or vLLM version does not have is an error."""
@@ -52,7 +38,7 @@ def backend_unavailable(ctx: Context) -> Iterator[Finding]:
     if not name:
         return
     known = ctx.backends()
-    platforms = _backend_platforms(name, ctx.target.vllm_version)
+    platforms = backend_platforms(name, ctx.target.vllm_version)
     where = f"vLLM {ctx.target.vllm_version}" if ctx.target.vllm_version else "the target vLLM"
     if known is not None and name not in known:
         yield Finding(
@@ -79,7 +65,7 @@ def backend_unavailable(ctx: Context) -> Iterator[Finding]:
 def _alternatives(ctx: Context, known: tuple[str, ...] | None) -> str:
     if not known or not ctx.platform:
         return ""
-    mine = [b for b in known if ctx.platform in (_backend_platforms(b) or frozenset())]
+    mine = [b for b in known if ctx.platform in (backend_platforms(b) or frozenset())]
     return f"; available on {ctx.platform}: {', '.join(mine)}" if mine else ""
 
 
@@ -89,7 +75,7 @@ def backend_vs_mla(ctx: Context) -> Iterator[Finding]:
     name = ctx.backend
     if not name or ctx.model is None:
         return
-    backend_mla = _is_mla_backend(name)
+    backend_mla = backend_is_mla(name)
     if backend_mla and not ctx.model.is_mla:
         yield Finding(
             Severity.ERROR,
@@ -152,10 +138,6 @@ def aiter_mla_block_size(ctx: Context) -> Iterator[Finding]:
 
 def _unified_env_ignored_since() -> str:
     """From the catalogue's ``no_effect_since`` when it has one, else facts.py's estimate."""
-    try:
-        from tuner.knobs import get
-    except ImportError:
-        return UNIFIED_ENV_IGNORED_SINCE
     knob = get(UNIFIED_ENV)
     since = knob.extra.get("no_effect_since") if knob is not None else None
     return str(since) if since else UNIFIED_ENV_IGNORED_SINCE
@@ -297,10 +279,7 @@ def dsa_sparse_backend(ctx: Context) -> Iterator[Finding]:
 
 
 def _env_available(ctx: Context, key: str) -> bool:
-    try:
-        from tuner.knobs import available, get
-    except ImportError:
-        return True
+    """The env var exists in the target vLLM on its platform (an unknown key is not refused)."""
     knob = get(key)
     return knob is None or available(knob, ctx.target.vllm_version, ctx.platform).ok
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuner.config import EngineConfig, is_env_key
+from tuner.knobs import get as knob_for
+from tuner.knobs.value_sets import values_for
 from tuner.knobs.versions import parse_version
 from tuner.model.info import ModelInfo
 from tuner.rules.facts import ROCM_ATTN_FIRST_SINCE, UNIFIED_BACKEND_SINCE
@@ -50,12 +52,8 @@ def rule(rule_id: str) -> Callable[[RuleFn], RuleFn]:
 
 
 def knob_default(key: str) -> Any:
-    """vLLM's default for ``key`` from the catalogue (None if unknown or no catalogue)."""
-    try:
-        from tuner.knobs import get
-    except ImportError:  # catalogue not importable: rules fall back to their own defaults
-        return None
-    knob = get(key)
+    """vLLM's default for ``key`` from the catalogue (None when the catalogue has no such knob)."""
+    knob = knob_for(key)
     return knob.default if knob is not None else None
 
 
@@ -142,10 +140,6 @@ class Context:
         """Attention backend names the target accepts (introspected, else catalogue)."""
         if self.target.attention_backends:
             return self.target.attention_backends
-        try:
-            from tuner.knobs.value_sets import values_for
-        except ImportError:
-            return None
         return values_for("attention_backends", self.target.vllm_version)
 
     @property

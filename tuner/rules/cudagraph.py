@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from tuner.knobs.value_sets import CUDAGRAPH_SUPPORT
 from tuner.rules.base import Context, rule
 from tuner.rules.facts import R0, TRITON_MLA_UNIFORM_SINCE
 from tuner.rules.types import Finding, Severity
@@ -20,10 +21,6 @@ FULL_MODES = {"FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"}
 
 def _support(ctx: Context, backend: str) -> str | None:
     """full / uniform-batches / piecewise-only, or None when unknown."""
-    try:
-        from tuner.knobs.value_sets import CUDAGRAPH_SUPPORT
-    except ImportError:
-        CUDAGRAPH_SUPPORT = {}
     support = CUDAGRAPH_SUPPORT.get(backend)
     if backend == "TRITON_MLA" and ctx.version_lt(TRITON_MLA_UNIFORM_SINCE) is False:
         return "uniform-batches"

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from tuner.knobs import AvailabilityStatus, available, get
+from tuner.knobs.value_sets import ALL2ALL_PLATFORMS, REPLACEMENTS, lookup, values_for
 from tuner.rules.base import Context, rule
 from tuner.rules.facts import R1
 from tuner.rules.types import Finding, Severity
@@ -31,10 +33,6 @@ def _set_keys(ctx: Context) -> list[str]:
 @rule("knob-not-in-version")
 def knob_not_in_version(ctx: Context) -> Iterator[Finding]:
     """A knob removed from (or not yet in) the target vLLM; a removal names its replacement."""
-    try:
-        from tuner.knobs import AvailabilityStatus, available, get
-    except ImportError:
-        return
     for key in _set_keys(ctx):
         knob = get(key)
         if knob is None:
@@ -91,10 +89,6 @@ def knob_no_effect(ctx: Context) -> Iterator[Finding]:
     """A ROCm-only (or CUDA-only) knob on another platform does nothing there."""
     if not ctx.platform:
         return
-    try:
-        from tuner.knobs import AvailabilityStatus, available, get
-    except ImportError:
-        return
     for key in _set_keys(ctx):
         knob = get(key)
         if knob is None:
@@ -121,10 +115,6 @@ def knob_no_effect(ctx: Context) -> Iterator[Finding]:
 @rule("value-not-in-version")
 def value_not_in_version(ctx: Context) -> Iterator[Finding]:
     """A quantization method, KV-cache dtype or cudagraph mode the target vLLM lacks."""
-    try:
-        from tuner.knobs.value_sets import REPLACEMENTS, lookup, values_for
-    except ImportError:
-        return
     for key, (target_field, value_set) in _VALUE_KNOBS.items():
         raw = ctx.config.engine.get(key)
         if raw is None and key == "cudagraph-mode":
@@ -171,10 +161,6 @@ def all2all_platform(ctx: Context) -> Iterator[Finding]:
     raw = ctx.config.engine.get("all2all-backend")
     if raw is None or ctx.platform not in {"rocm", "cuda"}:
         return
-    try:
-        from tuner.knobs.value_sets import ALL2ALL_PLATFORMS
-    except ImportError:
-        return
     value = str(raw).strip()
     platforms = ALL2ALL_PLATFORMS.get(value)
     if platforms is None or ctx.platform in platforms:
@@ -197,13 +183,6 @@ def unread_env_var(ctx: Context) -> Iterator[Finding]:
     names = ctx.target.env_vars
     if not names:
         return
-    try:
-        from tuner.knobs import get
-    except ImportError:  # no catalogue: every unread VLLM_ variable is reported here
-
-        def get(key: str) -> None:
-            return None
-
     for key in sorted(ctx.config.env):
         # catalogue knobs are judged by knob-not-in-version (introspection first)
         if key.startswith("VLLM_") and key not in names and get(key) is None:
