@@ -187,7 +187,9 @@ def test_server_view_sees_the_load_on_the_real_engine(cpu_engine, demo_model_pat
     taken while requests are in flight; then the engine's own gauges show the
     requests tunelab had open.
     """
-    wl = Workload(input_len=32, output_len=48, num_prompts=24, concurrency=8)
+    # Long enough (~3x the first version) that a starved 2-core runner still gets
+    # several scrapes in while requests run: a 1-2 s run once saw none busy.
+    wl = Workload(input_len=32, output_len=96, num_prompts=48, concurrency=8)
     res = asyncio.run(
         run_benchmark(
             cpu_engine.url,
@@ -199,7 +201,7 @@ def test_server_view_sees_the_load_on_the_real_engine(cpu_engine, demo_model_pat
     )
     srv = res.server
     print(f"\nserver view: {srv.to_dict()}")
-    assert res.metrics["completed"] == 24
+    assert res.metrics["completed"] == 48
     assert srv.available and srv.busy_samples >= 1
     assert srv.peak_running_requests is not None and srv.peak_running_requests >= 1
     assert srv.peak_kv_cache_usage is not None and srv.peak_kv_cache_usage > 0
