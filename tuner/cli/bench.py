@@ -12,17 +12,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import math
 import os
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
 import typer
+
+from tuner.cli import bench_options as bo
+from tuner.cli.options import DEFAULT_INPUT_LEN, DEFAULT_NUM_PROMPTS, DEFAULT_OUTPUT_LEN
 
 if TYPE_CHECKING:
     from tuner.bench.progress import BenchProgress
     from tuner.bench.runner import BenchResult
+    from tuner.bench.workload import Workload
 
 
 def register(app: typer.Typer) -> None:
@@ -103,95 +106,40 @@ def _write_safely(output: Path, text: str) -> None:
 
 
 def bench_command(
-    url: Annotated[str, typer.Option("--url", help="Server base URL, e.g. http://127.0.0.1:8000.")],
-    model: Annotated[
-        str | None, typer.Option("--model", help="Model name; default: the server's first model.")
-    ] = None,
-    input_len: Annotated[int, typer.Option("--input-len", help="Prompt tokens.")] = 128,
-    output_len: Annotated[int, typer.Option("--output-len", help="Output tokens.")] = 128,
-    num_prompts: Annotated[int, typer.Option("--num-prompts", help="Requests to send.")] = 64,
-    concurrency: Annotated[
-        int | None, typer.Option("--concurrency", help="Most requests in flight.")
-    ] = None,
-    request_rate: Annotated[
-        float, typer.Option("--request-rate", help="Arrivals per second (default: all at once).")
-    ] = math.inf,
-    burstiness: Annotated[
-        float, typer.Option("--burstiness", help="Gamma shape of arrivals; 1 = Poisson.")
-    ] = 1.0,
-    range_ratio: Annotated[
-        float, typer.Option("--range-ratio", help="Length spread: n*(1-r)..n*(1+r).")
-    ] = 0.0,
-    duration: Annotated[
-        float | None, typer.Option("--duration", help="Run for this many seconds instead.")
-    ] = None,
-    warmup: Annotated[int, typer.Option("--warmup", help="Uncounted warm-up requests.")] = 0,
-    seed: Annotated[int, typer.Option("--seed", help="Makes prompts and arrivals repeatable.")] = 0,
-    dataset: Annotated[
-        Path | None,
-        typer.Option(
-            "--dataset", help="Prompts file: ShareGPT JSON, or JSONL (see --dataset-kind)."
-        ),
-    ] = None,
-    dataset_kind: Annotated[
-        str,
-        typer.Option(
-            "--dataset-kind",
-            help="sharegpt (default with --dataset), jsonl, trace (JSONL with arrival times) "
-            "or prefix (shared prefixes).",
-        ),
-    ] = "",
-    prefix_groups: Annotated[
-        int, typer.Option("--prefix-groups", help="prefix kind: distinct shared prefixes.")
-    ] = 0,
-    prefix_len: Annotated[
-        int, typer.Option("--prefix-len", help="prefix kind: tokens per shared prefix.")
-    ] = 0,
-    endpoint: Annotated[
-        str, typer.Option("--endpoint", help="completions or chat.")
-    ] = "completions",
-    text_prompts: Annotated[
-        bool,
-        typer.Option("--text-prompts", help="Send random prompts as text (server tokenises)."),
-    ] = False,
-    slo: Annotated[
-        str | None, typer.Option("--slo", help="Goodput SLO in ms, e.g. ttft:500,itl:50.")
-    ] = None,
-    tokenizer: Annotated[
-        str | None, typer.Option("--tokenizer", help="tokenizer.json or model dir.")
-    ] = None,
-    request_timeout: Annotated[
-        float, typer.Option("--request-timeout", help="Seconds before a request is cut.")
-    ] = 600.0,
-    stall_timeout: Annotated[
-        float, typer.Option("--stall-timeout", help="Seconds without data before a cut.")
-    ] = 120.0,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the result JSON.")] = False,
-    output: Annotated[
-        Path | None, typer.Option("--output", help="Also write the result JSON here.")
-    ] = None,
-    detailed: Annotated[
-        bool, typer.Option("--detailed", help="Include per-request lists in the JSON.")
-    ] = False,
-    header: Annotated[
-        list[str] | None,
-        typer.Option("--header", help="Extra request header 'Name: value' (repeatable)."),
-    ] = None,
-    api_key_env: Annotated[
-        str | None,
-        typer.Option(
-            "--api-key-env", help="Environment variable holding an API key (sent as Bearer)."
-        ),
-    ] = None,
+    url: bo.UrlOpt,
+    model: bo.ModelNameOpt = None,
+    input_len: bo.InputLenOpt = DEFAULT_INPUT_LEN,
+    output_len: bo.OutputLenOpt = DEFAULT_OUTPUT_LEN,
+    num_prompts: bo.NumPromptsOpt = DEFAULT_NUM_PROMPTS,
+    concurrency: bo.ConcurrencyOpt = None,
+    request_rate: bo.RequestRateOpt = "inf",
+    burstiness: bo.BurstinessOpt = 1.0,
+    range_ratio: bo.RangeRatioOpt = 0.0,
+    duration: bo.DurationOpt = None,
+    warmup: bo.WarmupOpt = 0,
+    seed: bo.SeedOpt = 0,
+    dataset: bo.DatasetOpt = None,
+    dataset_kind: bo.DatasetKindOpt = "",
+    prefix_groups: bo.PrefixGroupsOpt = 0,
+    prefix_len: bo.PrefixLenOpt = 0,
+    endpoint: bo.EndpointOpt = "completions",
+    text_prompts: bo.TextPromptsOpt = False,
+    slo: bo.SloOpt = None,
+    tokenizer: bo.TokenizerOpt = None,
+    request_timeout: bo.RequestTimeoutOpt = 600.0,
+    stall_timeout: bo.StallTimeoutOpt = 120.0,
+    as_json: bo.JsonOpt = False,
+    output: bo.OutputOpt = None,
+    detailed: bo.DetailedOpt = False,
+    header: bo.HeaderOpt = None,
+    api_key_env: bo.ApiKeyEnvOpt = None,
 ) -> None:
     """Benchmark a running vLLM (or any OpenAI-compatible) server."""
-    from tuner.bench.runner import BenchError, run_benchmark
-    from tuner.bench.workload import Workload, WorkloadError, parse_slo
+    from tuner.bench.workload import Workload, WorkloadError
 
     headers = _headers(header or [], api_key_env)
     if output is not None:
         _check_output(output)
-
     try:
         wl = Workload(
             input_len=input_len,
@@ -200,7 +148,7 @@ def bench_command(
             range_ratio=range_ratio,
             duration_s=duration,
             concurrency=concurrency,
-            request_rate=request_rate,
+            request_rate=_parsed("request_rate", request_rate),  # type: ignore[arg-type]
             burstiness=burstiness,
             warmup_requests=warmup,
             seed=seed,
@@ -210,21 +158,52 @@ def bench_command(
             prefix_len=prefix_len,
             endpoint=endpoint,  # type: ignore[arg-type]
             text_prompts=text_prompts,
-            slo=parse_slo(slo) if slo else {},
+            slo=_parsed("slo", slo or ""),  # type: ignore[arg-type]
             request_timeout_s=request_timeout,
             stall_timeout_s=stall_timeout,
         )
     except WorkloadError as exc:
         raise _fail(str(exc)) from None
+    result = _measure(url, model, wl, tokenizer, headers, live=not as_json)
+    _report(result, as_json=as_json, output=output, detailed=detailed)
+    if result.metrics["completed"] == 0:
+        typer.echo("tunelab bench: every request failed (see the failures above)", err=True)
+        raise typer.Exit(1)
 
-    with _LiveProgress(enabled=not as_json) as live:
+
+def _parsed(name: str, text: str) -> object:
+    """A workload field's value by tuner.lab.workload's one parser (the same as ``tunelab run``'s).
+
+    Raises:
+        WorkloadError: naming the flag and what it takes.
+    """
+    from tuner.lab.workload import BY_NAME, parse_field
+
+    field = BY_NAME[name]
+    return parse_field(field, text, field.flag)
+
+
+def _measure(
+    url: str,
+    model: str | None,
+    workload: Workload,
+    tokenizer: str | None,
+    headers: dict[str, str],
+    *,
+    live: bool,
+) -> BenchResult:
+    """Runs the benchmark (tuner.bench.runner) with the live line on stderr unless ``--json``."""
+    from tuner.bench.runner import BenchError, run_benchmark
+    from tuner.bench.workload import WorkloadError
+
+    with _LiveProgress(enabled=live) as progress:
         try:
-            result = asyncio.run(
+            return asyncio.run(
                 run_benchmark(
                     url,
                     model,
-                    wl,
-                    on_progress=live.update,
+                    workload,
+                    on_progress=progress.update,
                     tokenizer_path=tokenizer,
                     headers=headers,
                 )
@@ -232,8 +211,11 @@ def bench_command(
         except (BenchError, WorkloadError) as exc:
             raise _fail(clean(str(exc))) from None
 
-    data = result.to_dict(detailed=detailed)
-    text = json.dumps(data, indent=2, default=str)
+
+def _report(result: BenchResult, *, as_json: bool, output: Path | None, detailed: bool) -> None:
+    """The result JSON to ``--output`` (never lost: on stdout if it cannot be written) and
+    on stdout with ``--json``, else the tables."""
+    text = json.dumps(result.to_dict(detailed=detailed), indent=2, default=str)
     if output is not None:
         try:
             _write_safely(output, text)
@@ -246,9 +228,6 @@ def bench_command(
         typer.echo(text)
     else:
         _print_table(result)
-    if result.metrics["completed"] == 0:
-        typer.echo("tunelab bench: every request failed (see the failures above)", err=True)
-        raise typer.Exit(1)
 
 
 class _LiveProgress:

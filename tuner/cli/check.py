@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 import sys
-from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
+from tuner.cli import check_options as co
 from tuner.lab import config as lab_config
 
 if TYPE_CHECKING:
@@ -24,22 +24,6 @@ if TYPE_CHECKING:
     from tuner.knobs.gpus import GpuSpec
     from tuner.model import ModelInfo
     from tuner.rules import Finding, Target, WorkloadShape
-
-
-class PlatformName(StrEnum):
-    """Values of ``--platform``."""
-
-    rocm = "rocm"
-    cuda = "cuda"
-    cpu = "cpu"
-
-
-class Goal(StrEnum):
-    """Values of ``--goal``."""
-
-    interactive = "interactive"
-    streaming = "streaming"
-    offline = "offline"
 
 
 def register(app: typer.Typer) -> None:
@@ -54,82 +38,27 @@ def fail(message: str) -> typer.Exit:
 
 
 def check_command(
-    preset: Annotated[
-        str | None, typer.Option("--preset", help="A preset TOML file to check.")
-    ] = None,
-    model: Annotated[
-        str | None,
-        typer.Option("--model", help="Model id (org/name) or local path; overrides the preset's."),
-    ] = None,
-    set_items: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--set", help="KEY=VALUE knob value (repeatable), e.g. VLLM_ROCM_USE_AITER=1."
-        ),
-    ] = None,
-    vllm_version: Annotated[
-        str | None, typer.Option("--vllm-version", help="Target vLLM version (default: installed).")
-    ] = None,
-    platform: Annotated[
-        PlatformName | None,
-        typer.Option("--platform", help="Target platform (default: installed vLLM's)."),
-    ] = None,
-    gpus: Annotated[
-        int | None, typer.Option("--gpus", min=1, help="GPUs on the target node.")
-    ] = None,
-    gpu: Annotated[
-        str | None,
-        typer.Option(
-            "--gpu",
-            help="Target GPU (MI300X, MI325X, MI355X, H100, B200, MI300X-CPX, 4xMI300X): "
-            "memory, architecture and count for the rules.",
-        ),
-    ] = None,
-    vram_gib: Annotated[
-        float | None,
-        typer.Option(
-            "--vram-gib", min=0.001, help="Memory of one GPU in GiB (enables fit checks)."
-        ),
-    ] = None,
-    concurrency: Annotated[
-        int | None,
-        typer.Option("--concurrency", min=1, help="Requests in flight the engine will serve."),
-    ] = None,
-    input_len: Annotated[
-        int | None, typer.Option("--input-len", min=1, help="Prompt tokens per request.")
-    ] = None,
-    output_len: Annotated[
-        int | None, typer.Option("--output-len", min=1, help="Generated tokens per request.")
-    ] = None,
-    goal: Annotated[Goal | None, typer.Option("--goal", help="What to optimise for.")] = None,
-    offline: Annotated[
-        bool,
-        typer.Option(
-            "--offline", help="Never ask the Hugging Face hub (local files and cache only)."
-        ),
-    ] = False,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print the findings as a JSON array.")
-    ] = False,
-    allow_code: Annotated[
-        bool,
-        typer.Option(
-            "--allow-code",
-            help="Accept engine arguments that load or run code (trust-remote-code, "
-            "tool-parser-plugin, ...): only for presets you trust.",
-        ),
-    ] = False,
+    preset: co.PresetOpt = None,
+    model: co.ModelOpt = None,
+    set_items: co.SetOpt = None,
+    vllm_version: co.VllmVersionOpt = None,
+    platform: co.PlatformOpt = None,
+    gpus: co.GpuCountOpt = None,
+    gpu: co.GpuOpt = None,
+    vram_gib: co.VramOpt = None,
+    concurrency: co.ConcurrencyOpt = None,
+    input_len: co.InputLenOpt = None,
+    output_len: co.OutputLenOpt = None,
+    goal: co.GoalOpt = None,
+    offline: co.OfflineOpt = False,
+    as_json: co.JsonOpt = False,
+    allow_code: co.AllowCodeOpt = False,
 ) -> None:
     """Check a config against the rules for its target; exit 1 on errors, 2 on bad input."""
-    from tuner.rules import check, has_errors
+    from tuner.lab.checks import blocks_run
+    from tuner.rules import check
 
-    if vllm_version is not None:
-        from tuner.knobs.versions import parse_version
-
-        try:
-            parse_version(vllm_version)
-        except ValueError as exc:
-            raise fail(f"--vllm-version: {exc}") from None
+    _check_version(vllm_version)
     spec = _gpu(gpu)
     loaded = _load_preset(preset, allow_code) if preset else None
     config = _build_config(loaded, model, set_items or [], allow_code)
@@ -149,8 +78,20 @@ def check_command(
         typer.echo(json.dumps([f.to_dict() for f in findings], indent=1))
     else:
         _print(findings, config, info, target, notes)
-    if has_errors(findings):
+    if blocks_run(findings):
         raise typer.Exit(1)
+
+
+def _check_version(version: str | None) -> None:
+    """A ``--vllm-version`` the catalogue cannot read is a usage error, before anything else."""
+    if version is None:
+        return
+    from tuner.knobs.versions import parse_version
+
+    try:
+        parse_version(version)
+    except ValueError as exc:
+        raise fail(f"--vllm-version: {exc}") from None
 
 
 def _gpu(name: str | None) -> GpuSpec | None:

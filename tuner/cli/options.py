@@ -15,6 +15,7 @@ same functions the TUI calls, so both faces accept the same values.
 from __future__ import annotations
 
 import sys
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -128,6 +129,28 @@ def make_workload(
         return workload_from_texts(texts, warmup=warmup, seed=seed, by_flag=True)
     except WorkloadError as exc:
         raise usage_error(command, str(exc)) from None
+
+
+@dataclass(frozen=True)
+class WorkloadArgs:
+    """The shared workload options of one command, passed on in one piece.
+
+    Each command still declares the options itself (Typer reads the signature);
+    this value carries them to :func:`make_workload` so no command repeats the
+    hand-over.
+    """
+
+    input_len: int = DEFAULT_INPUT_LEN
+    output_len: int = DEFAULT_OUTPUT_LEN
+    num_prompts: int = DEFAULT_NUM_PROMPTS
+    concurrency: int | None = None
+    request_rate: str = "inf"
+    warmup: int = DEFAULT_WARMUP
+    seed: int = 0
+
+    def build(self, command: str, slo: str | None = None) -> Workload:
+        """The workload (tuner.lab.workload); exits with status 2 on a bad value."""
+        return make_workload(command, slo=slo, **asdict(self))
 
 
 def _no_gpu() -> bool:

@@ -15,46 +15,58 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Awaitable, Callable
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
 
 import typer
 
 from tuner.cli import options as opt
+from tuner.cli.study_input import parse_fraction, split_slo
+from tuner.cli.study_options import (
+    AbStudyOpt,
+    APresetOpt,
+    ASetOpt,
+    BPresetOpt,
+    BSetOpt,
+    ConfidenceOpt,
+    DescentOpt,
+    EquivalenceOpt,
+    GpusOpt,
+    LatencyMetricOpt,
+    MaxRepeatsOpt,
+    MinEffectOpt,
+    ObjectiveKeyOpt,
+    OrderOpt,
+    ParamOpt,
+    RepeatsOpt,
+    ReportOnlyOpt,
+    SamplerSeedOpt,
+    SloListOpt,
+    SpaceFileOpt,
+    StorageOpt,
+    SweepSpecArg,
+    SweepStudyOpt,
+    TrialsOpt,
+    TuneObjectiveOpt,
+    TuneStudyOpt,
+    VerboseOpt,
+    WinnerObjectiveOpt,
+    WinnerSloOpt,
+    WinnerStudyOpt,
+)
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from tuner.bench.workload import Workload
+    from tuner.config import EngineConfig
+    from tuner.studies.ab import ABReport
     from tuner.studies.executor import TrialRunner
-    from tuner.studies.space import Constraint
+    from tuner.studies.space import Constraint, Param, Space
     from tuner.trials.events import TrialEventCallback
     from tuner.trials.store import TrialStore
 
 T = TypeVar("T")
-
-SloListOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--slo",
-        help="Repeatable. METRIC<=VALUE constrains which trials count (e.g. p99_ttft_ms<=500); "
-        "KEY:MS sets a goodput SLO of the workload (e.g. ttft:500).",
-    ),
-]
-RepeatsOpt = Annotated[int, typer.Option("--repeats", min=1, help="Trials per arm or point.")]
-VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Also print engine log lines.")]
-ObjectiveKeyOpt = Annotated[
-    str,
-    typer.Option(
-        "--objective", help="Result key to compare/rank by (e.g. output_throughput, p99_ttft_ms)."
-    ),
-]
-GpusOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--gpus",
-        help="GPU ids the study may use, e.g. 0,1,2,3 (default: all visible). Trials run side "
-        "by side, one engine per GPU slot of TP x PP x DP GPUs.",
-    ),
-]
 
 
 def register(app: typer.Typer) -> None:
@@ -66,35 +78,16 @@ def register(app: typer.Typer) -> None:
 
 
 # -- shared helpers -------------------------------------------------------------------
-def split_slo(command: str, items: list[str] | None) -> tuple[list[Constraint], str | None]:
-    """Separates METRIC<=VALUE constraints from KEY:MS goodput SLOs (joined for make_workload)."""
-    from tuner.studies.space import SpaceError, parse_constraint
-
-    constraints: list[Constraint] = []
-    goodput: list[str] = []
-    for item in items or []:
-        if any(op in item for op in ("<", ">")):
-            try:
-                constraints.append(parse_constraint(item))
-            except SpaceError as exc:
-                raise opt.usage_error(command, str(exc)) from None
-        elif ":" in item:
-            goodput.append(item)
-        else:
-            raise opt.usage_error(
-                command,
-                f"--slo {item!r}: write METRIC<=VALUE (e.g. p99_ttft_ms<=500) or KEY:MS (e.g. ttft:500)",
-            )
-    return constraints, ",".join(goodput) or None
-
-
 def make_runner(
-    store: TrialStore, on_event: TrialEventCallback | None, startup_timeout: float
+    store: TrialStore, on_event: TrialEventCallback, startup_timeout: float
 ) -> TrialRunner:
-    """The trial runner the study commands use (tests replace it to run an engine double)."""
-    from tuner.studies.executor import TrialRunner
+    """The trial runner the study commands use: tuner.lab.run's, as the TUI's jobs get it.
 
-    return TrialRunner(store, on_event, {"startup_timeout": startup_timeout})
+    Tests replace this function to run an engine double (tests/support/study_cli.py).
+    """
+    from tuner.lab import run as lab_run
+
+    return lab_run.runner(store, lab_run.RunOptions(startup_timeout=startup_timeout), on_event)
 
 
 def use_gpus(command: str, runner: TrialRunner, gpus: str | None) -> None:
@@ -106,22 +99,6 @@ def use_gpus(command: str, runner: TrialRunner, gpus: str | None) -> None:
         runner.pool  # noqa: B018 - resolves (and checks) the GPU list before any trial starts
     except SlotError as exc:
         raise opt.usage_error(command, str(exc)) from None
-
-
-def parse_fraction(command: str, option: str, text: str | None) -> float | None:
-    """``2%`` or ``0.02`` → 0.02."""
-    if text is None:
-        return None
-    raw = text.strip()
-    try:
-        value = float(raw[:-1]) / 100.0 if raw.endswith("%") else float(raw)
-    except ValueError:
-        raise opt.usage_error(
-            command, f"{option} takes a percentage such as 2%, not {text!r}"
-        ) from None
-    if not 0.0 < value < 1.0:
-        raise opt.usage_error(command, f"{option} must be between 0% and 100%, got {text!r}")
-    return value
 
 
 def _run_async(command: str, make: Callable[[], Awaitable[T]]) -> T:
@@ -143,55 +120,109 @@ def _run_async(command: str, make: Callable[[], Awaitable[T]]) -> T:
         raise typer.Exit(130) from None
 
 
-def _workload(command: str, goodput: str | None, **kw: Any) -> Workload:
-    return opt.make_workload(command, slo=goodput, **kw)
+@dataclass(frozen=True)
+class _Session:
+    """Where and how a study command runs its trials (the options every study command has)."""
+
+    command: str
+    store_path: str | None
+    startup_timeout: float
+    verbose: bool
+
+
+def _run_study(
+    session: _Session,
+    title: str,
+    planned: int,
+    start: Callable[[TrialRunner], Awaitable[T]],
+    errors: tuple[type[Exception], ...],
+    *,
+    prepare: Callable[[TrialRunner], None] | None = None,
+    keep: Callable[[TrialStore, T], None] | None = None,
+    skips_extra: bool = False,
+) -> T:
+    """Runs one study with the study progress display; its errors are usage errors (status 2).
+
+    Args:
+        session: The command and its store, patience and verbosity.
+        title: The study bar's label.
+        planned: Trials the bar expects.
+        start: Starts the study on the runner (tuner.studies).
+        errors: The study's input errors, reported as ``tunelab COMMAND: message``.
+        prepare: Adjusts the runner before any trial starts (``--gpus``).
+        keep: Records the report in the store before it is closed.
+        skips_extra: A skipped trial does not count towards ``planned`` (search).
+    """
+    from tuner.cli.study_output import StudyProgress
+
+    command = session.command
+    store = opt.open_store(command, session.store_path)
+    try:
+        with StudyProgress(
+            title, planned, show_log=session.verbose, skips_extra=skips_extra
+        ) as progress:
+            runner = make_runner(store, progress, session.startup_timeout)
+            if prepare is not None:
+                prepare(runner)
+            report = _run_async(command, lambda: start(runner))
+        if keep is not None:
+            keep(store, report)
+    except errors as exc:
+        raise opt.usage_error(command, str(exc)) from None
+    finally:
+        store.close()
+    return report
+
+
+def _emit(
+    report: T, as_json: bool, to_dict: Callable[[T], object], show: Callable[[T], None]
+) -> None:
+    """The report as JSON on stdout (``--json``) or as the command's tables."""
+    from tuner.cli.study_output import dump
+
+    if as_json:
+        typer.echo(dump(to_dict(report)))
+    else:
+        show(report)
 
 
 # -- ab ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _ABDesign:
+    """How the A/B is run and judged (its options, passed to tuner.studies.ab.run_ab)."""
+
+    repeats: int
+    order: str
+    objective: str
+    confidence: float
+    min_effect: float
+    max_repeats: int | None
+    equivalence: float | None
+
+    def planned(self) -> int:
+        """Launches the progress bar expects: the sequential maximum, else the fixed repeats.
+
+        tuner.studies.ab's sequential design allows 6 launches per arm when only
+        ``--equivalence`` is given.
+        """
+        return 2 * (self.max_repeats or (6 if self.equivalence is not None else self.repeats))
+
+
 def ab_command(
-    a_set: Annotated[
-        list[str] | None, typer.Option("--a-set", help="KEY=VALUE for arm A (repeatable).")
-    ] = None,
-    b_set: Annotated[
-        list[str] | None, typer.Option("--b-set", help="KEY=VALUE for arm B (repeatable).")
-    ] = None,
+    a_set: ASetOpt = None,
+    b_set: BSetOpt = None,
     allow_code: opt.AllowCodeOpt = False,
-    a_preset: Annotated[
-        str | None, typer.Option("--a-preset", help="Preset TOML for arm A.")
-    ] = None,
-    b_preset: Annotated[
-        str | None, typer.Option("--b-preset", help="Preset TOML for arm B.")
-    ] = None,
+    a_preset: APresetOpt = None,
+    b_preset: BPresetOpt = None,
     model: opt.ModelOpt = None,
     repeats: RepeatsOpt = 3,
-    order: Annotated[
-        str, typer.Option("--order", help="abba (counterbalanced: cancels linear drift) or abab.")
-    ] = "abba",
-    max_repeats: Annotated[
-        int | None,
-        typer.Option(
-            "--max-repeats",
-            min=2,
-            help="Sequential A/B: look after every round and stop once the verdict is clear "
-            "(error rate kept by alpha spending), at most this many launches per arm.",
-        ),
-    ] = None,
-    equivalence: Annotated[
-        str | None,
-        typer.Option(
-            "--equivalence",
-            help="Sequential A/B: also stop when no difference bigger than this is left, e.g. 2%.",
-        ),
-    ] = None,
+    order: OrderOpt = "abba",
+    max_repeats: MaxRepeatsOpt = None,
+    equivalence: EquivalenceOpt = None,
     gpus: GpusOpt = None,
     objective: ObjectiveKeyOpt = "output_throughput",
-    confidence: Annotated[float, typer.Option("--confidence", min=0.5, max=0.999)] = 0.95,
-    min_effect: Annotated[
-        float,
-        typer.Option(
-            "--min-effect", min=0.0, help="Smallest relative gain that counts (0.02 = 2%)."
-        ),
-    ] = 0.0,
+    confidence: ConfidenceOpt = 0.95,
+    min_effect: MinEffectOpt = 0.0,
     input_len: opt.InputLenOpt = opt.DEFAULT_INPUT_LEN,
     output_len: opt.OutputLenOpt = opt.DEFAULT_OUTPUT_LEN,
     num_prompts: opt.NumPromptsOpt = opt.DEFAULT_NUM_PROMPTS,
@@ -200,95 +231,106 @@ def ab_command(
     warmup: opt.WarmupOpt = opt.DEFAULT_WARMUP,
     seed: opt.SeedOpt = 0,
     slo: SloListOpt = None,
-    study: Annotated[
-        str | None, typer.Option("--study", help="Study name (default ab-<time>).")
-    ] = None,
+    study: AbStudyOpt = None,
     startup_timeout: opt.StartupTimeoutOpt = 600.0,
     store_path: opt.StoreOpt = None,
     verbose: VerboseOpt = False,
     as_json: opt.JsonOpt = False,
-    report_only: Annotated[
-        bool,
-        typer.Option(
-            "--report",
-            help="Run nothing: print the report of the --study's last A/B from the store "
-            "(the same verdict the TUI shows).",
-        ),
-    ] = False,
+    report_only: ReportOnlyOpt = False,
 ) -> None:
     """A/B two configs: repeated, interleaved trials; per-metric interval and verdict."""
-    from tuner.cli.study_output import StudyProgress, dump, print_ab
-    from tuner.lab.study import Study
-    from tuner.studies.ab import ABError, run_ab
-
     if report_only:
         _print_stored_ab(study, store_path, as_json)
         return
     if order not in ("abba", "abab"):
         raise opt.usage_error("ab", f"--order must be abba or abab, not {order!r}")
+    _, goodput = split_slo("ab", slo)
+    wl = opt.WorkloadArgs(
+        input_len, output_len, num_prompts, concurrency, request_rate, warmup, seed
+    )
+    workload = wl.build("ab", goodput)
+    a, b = _ab_arms(a_preset, b_preset, model, a_set, b_set, allow_code)
+    margin = parse_fraction("ab", "--equivalence", equivalence)
+    design = _ABDesign(repeats, order, objective, confidence, min_effect, max_repeats, margin)
+    session = _Session("ab", store_path, startup_timeout, verbose)
+    report = _run_ab(session, design, a, b, workload, study, gpus)
+    _print_ab_report(report, as_json)
+    row = report.objective_row
+    if row is None or row.a.n < 1 or row.b.n < 1:
+        raise typer.Exit(1)
+
+
+def _ab_arms(
+    a_preset: str | None,
+    b_preset: str | None,
+    model: str | None,
+    a_set: list[str] | None,
+    b_set: list[str] | None,
+    allow_code: bool,
+) -> tuple[EngineConfig, EngineConfig]:
+    """The two arms' configs; refuses an A/B where neither arm was given anything."""
     if not (a_set or b_set or a_preset or b_preset):
         raise opt.usage_error(
             "ab",
             "arms A and B are both the base config: give --a-set/--b-set or --a-preset/--b-preset "
             "(to measure the noise on purpose, give the same --a-set and --b-set)",
         )
-    _, goodput = split_slo("ab", slo)
-    workload = _workload(
-        "ab",
-        goodput,
-        input_len=input_len,
-        output_len=output_len,
-        num_prompts=num_prompts,
-        concurrency=concurrency,
-        request_rate=request_rate,
-        warmup=warmup,
-        seed=seed,
-    )
     a = opt.make_config("ab", a_preset, model, a_set, allow_code=allow_code)
     b = opt.make_config("ab", b_preset, model, b_set, allow_code=allow_code)
     if a.config_id == b.config_id:
         typer.echo("note: A and B are the same config: this A/B measures the noise", err=True)
-    margin = parse_fraction("ab", "--equivalence", equivalence)
-    store = opt.open_store("ab", store_path)
-    try:
-        planned = 2 * (max_repeats or (6 if margin is not None else repeats))
-        with StudyProgress("A/B", planned, show_log=verbose) as progress:
-            runner = make_runner(store, progress, startup_timeout)
-            use_gpus("ab", runner, gpus)
-            report = _run_async(
-                "ab",
-                lambda: run_ab(
-                    a,
-                    b,
-                    workload,
-                    runner,
-                    repeats=repeats,
-                    order=order,  # type: ignore[arg-type]
-                    study=study,
-                    objective=objective,
-                    confidence=confidence,
-                    min_rel_effect=min_effect,
-                    max_repeats=max_repeats,
-                    equivalence=margin,
-                ),
-            )
-        Study(store, report.study).remember_ab(report)
-    except ABError as exc:
-        raise opt.usage_error("ab", str(exc)) from None
-    finally:
-        store.close()
-    if as_json:
-        typer.echo(dump(report.to_dict()))
-    else:
-        print_ab(report)
-    row = report.objective_row
-    if row is None or row.a.n < 1 or row.b.n < 1:
-        raise typer.Exit(1)
+    return a, b
+
+
+def _run_ab(
+    session: _Session,
+    design: _ABDesign,
+    a: EngineConfig,
+    b: EngineConfig,
+    workload: Workload,
+    study: str | None,
+    gpus: str | None,
+) -> ABReport:
+    """Runs the A/B and keeps which trials it ran as the study's last A/B (tuner.lab.study)."""
+    from tuner.lab.study import Study
+    from tuner.studies.ab import ABError, run_ab
+
+    def start(runner: TrialRunner) -> Awaitable[ABReport]:
+        return run_ab(
+            a,
+            b,
+            workload,
+            runner,
+            repeats=design.repeats,
+            order=design.order,  # type: ignore[arg-type]
+            study=study,
+            objective=design.objective,
+            confidence=design.confidence,
+            min_rel_effect=design.min_effect,
+            max_repeats=design.max_repeats,
+            equivalence=design.equivalence,
+        )
+
+    return _run_study(
+        session,
+        "A/B",
+        design.planned(),
+        start,
+        (ABError,),
+        prepare=lambda runner: use_gpus("ab", runner, gpus),
+        keep=lambda store, report: Study(store, report.study).remember_ab(report),
+    )
+
+
+def _print_ab_report(report: ABReport, as_json: bool) -> None:
+    """The A/B report: its JSON, or the table (tuner.cli.study_output) and the summary."""
+    from tuner.cli.study_output import print_ab
+
+    _emit(report, as_json, lambda r: r.to_dict(), print_ab)
 
 
 def _print_stored_ab(study: str | None, store_path: str | None, as_json: bool) -> None:
     """``tunelab ab --report``: the study's last A/B, rebuilt from its stored trials."""
-    from tuner.cli.study_output import dump, print_ab
     from tuner.lab.study import Study
 
     if not study:
@@ -300,23 +342,13 @@ def _print_stored_ab(study: str | None, store_path: str | None, as_json: bool) -
         store.close()
     if report is None:
         raise opt.usage_error("ab", f"study {study!r} has no A/B in the store")
-    if as_json:
-        typer.echo(dump(report.to_dict()))
-    else:
-        print_ab(report)
+    _print_ab_report(report, as_json)
 
 
 # -- sweep ------------------------------------------------------------------------------
 def sweep_command(
-    spec: Annotated[
-        str, typer.Argument(metavar="KEY=V1,V2,...", help="The knob (or workload field) to sweep.")
-    ],
-    descent: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--descent", help="More KEY=V1,V2,... for coordinate descent, in order (repeatable)."
-        ),
-    ] = None,
+    spec: SweepSpecArg,
+    descent: DescentOpt = None,
     preset: opt.PresetOpt = None,
     allow_code: opt.AllowCodeOpt = False,
     set_items: opt.SetOpt = None,
@@ -331,103 +363,73 @@ def sweep_command(
     warmup: opt.WarmupOpt = opt.DEFAULT_WARMUP,
     seed: opt.SeedOpt = 0,
     slo: SloListOpt = None,
-    study: Annotated[
-        str | None, typer.Option("--study", help="Study name (default sweep-<time>).")
-    ] = None,
+    study: SweepStudyOpt = None,
     startup_timeout: opt.StartupTimeoutOpt = 600.0,
     store_path: opt.StoreOpt = None,
     verbose: VerboseOpt = False,
     as_json: opt.JsonOpt = False,
 ) -> None:
     """Sweep one knob over values (rest fixed); --descent moves on knob by knob keeping the best."""
-    from tuner.cli.study_output import StudyProgress, dump, print_sweep
-    from tuner.studies.space import SpaceError, parse_param
+    from tuner.cli.study_output import print_sweep
+    from tuner.studies.space import SpaceError
     from tuner.studies.sweep import SweepError, run_sweep
+
+    params = _sweep_params(spec, descent)
+    constraints, goodput = split_slo("sweep", slo)
+    wl = opt.WorkloadArgs(
+        input_len, output_len, num_prompts, concurrency, request_rate, warmup, seed
+    )
+    workload = wl.build("sweep", goodput)
+    base = opt.make_config("sweep", preset, model, set_items, allow_code=allow_code)
+    session = _Session("sweep", store_path, startup_timeout, verbose)
+    planned = sum(len(p.values()) for p in params) * repeats
+    report = _run_study(
+        session,
+        "sweep",
+        planned,
+        lambda runner: run_sweep(
+            base,
+            workload,
+            params,
+            runner,
+            repeats=repeats,
+            constraints=constraints,
+            objective=objective,
+            study=study,
+        ),
+        (SweepError, SpaceError),
+    )
+    _emit(report, as_json, lambda r: r.to_dict(), print_sweep)
+    if report.best_trial is None:
+        raise typer.Exit(1)
+
+
+def _sweep_params(spec: str, descent: list[str] | None) -> list[Param]:
+    """The swept knob and the --descent ones (tuner.studies.space), each knob once."""
+    from tuner.studies.space import SpaceError, parse_param
 
     try:
         params = [parse_param(spec), *(parse_param(d) for d in descent or [])]
-        planned = sum(len(p.values()) for p in params) * repeats
+        for p in params:
+            p.values()  # a range that cannot be listed is refused here, before any trial
     except SpaceError as exc:
         raise opt.usage_error("sweep", str(exc)) from None
     keys = [p.key for p in params]
     if len(set(keys)) != len(keys):
         raise opt.usage_error("sweep", f"a knob is listed twice: {', '.join(keys)}")
-    constraints, goodput = split_slo("sweep", slo)
-    workload = _workload(
-        "sweep",
-        goodput,
-        input_len=input_len,
-        output_len=output_len,
-        num_prompts=num_prompts,
-        concurrency=concurrency,
-        request_rate=request_rate,
-        warmup=warmup,
-        seed=seed,
-    )
-    base = opt.make_config("sweep", preset, model, set_items, allow_code=allow_code)
-    store = opt.open_store("sweep", store_path)
-    try:
-        with StudyProgress("sweep", planned, show_log=verbose) as progress:
-            runner = make_runner(store, progress, startup_timeout)
-            report = _run_async(
-                "sweep",
-                lambda: run_sweep(
-                    base,
-                    workload,
-                    params,
-                    runner,
-                    repeats=repeats,
-                    constraints=constraints,
-                    objective=objective,
-                    study=study,
-                ),
-            )
-    except (SweepError, SpaceError) as exc:
-        raise opt.usage_error("sweep", str(exc)) from None
-    finally:
-        store.close()
-    if as_json:
-        typer.echo(dump(report.to_dict()))
-    else:
-        print_sweep(report)
-    if report.best_trial is None:
-        raise typer.Exit(1)
+    return params
 
 
 # -- tune -------------------------------------------------------------------------------
 def tune_command(
-    trials: Annotated[int, typer.Option("--trials", min=1, help="Points to measure in this run.")],
-    space_file: Annotated[
-        Path | None,
-        typer.Option(
-            "--space", help="Search space file (TOML or JSON: \\[params], slo, \\[fixed])."
-        ),
-    ] = None,
-    param: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--param", help="KEY=V1,V2,... | KEY=int:LO..HI[:log] | KEY=float:LO..HI (repeatable)."
-        ),
-    ] = None,
-    objective: Annotated[
-        str,
-        typer.Option("--objective", help="throughput, latency, or pareto (throughput vs latency)."),
-    ] = "throughput",
-    latency_metric: Annotated[
-        str, typer.Option("--latency-metric", help="Latency key for latency/pareto objectives.")
-    ] = "p99_e2el_ms",
-    storage: Annotated[
-        str | None,
-        typer.Option(
-            "--storage",
-            help="Optuna storage URL (default sqlite:///<data dir>/optuna.db; "
-            "postgresql://... to share a study between nodes).",
-        ),
-    ] = None,
-    study: Annotated[
-        str, typer.Option("--study", help="Study name; re-running resumes it.")
-    ] = "tune",
-    seed: Annotated[int | None, typer.Option("--sampler-seed", help="Seed of the sampler.")] = None,
+    trials: TrialsOpt,
+    space_file: SpaceFileOpt = None,
+    param: ParamOpt = None,
+    objective: TuneObjectiveOpt = "throughput",
+    latency_metric: LatencyMetricOpt = "p99_e2el_ms",
+    storage: StorageOpt = None,
+    study: TuneStudyOpt = "tune",
+    seed: SamplerSeedOpt = None,
     preset: opt.PresetOpt = None,
     allow_code: opt.AllowCodeOpt = False,
     set_items: opt.SetOpt = None,
@@ -446,8 +448,52 @@ def tune_command(
     as_json: opt.JsonOpt = False,
 ) -> None:
     """Search a space with Optuna under SLO constraints; resumable, and shareable between nodes."""
-    from tuner.cli.study_output import StudyProgress, dump, print_search
-    from tuner.studies.search import SearchError, objectives_for, run_search
+    from tuner.cli.study_output import print_search
+    from tuner.studies.search import SearchError, run_search
+    from tuner.studies.space import SpaceError
+
+    constraints, goodput = split_slo("tune", slo)
+    space = _tune_space(objective, latency_metric, space_file, param, constraints)
+    wl = opt.WorkloadArgs(
+        input_len, output_len, num_prompts, concurrency, request_rate, warmup, workload_seed
+    )
+    workload = wl.build("tune", goodput)
+    base = opt.make_config("tune", preset, model, set_items, allow_code=allow_code)
+    session = _Session("tune", store_path, startup_timeout, verbose)
+    report = _run_study(
+        session,
+        f"tune {study}",
+        trials,
+        lambda runner: run_search(
+            base,
+            workload,
+            space,
+            runner,
+            n_trials=trials,
+            study=study,
+            storage=storage,
+            mode=objective,  # type: ignore[arg-type]
+            latency_metric=latency_metric,
+            seed=seed,
+        ),
+        (SearchError, SpaceError),
+        skips_extra=True,
+    )
+    _emit(report, as_json, lambda r: r.to_dict(), print_search)
+    if report.measured == 0:
+        raise typer.Exit(1)
+
+
+def _tune_space(
+    objective: str,
+    latency_metric: str,
+    space_file: Path | None,
+    param: list[str] | None,
+    constraints: list[Constraint],
+) -> Space:
+    """The search space (file, then --param, then --slo bounds); the objective checked by
+    tuner.studies.search before any trial."""
+    from tuner.studies.search import SearchError, objectives_for
     from tuner.studies.space import Space, SpaceError, load_space, parse_param
 
     if objective not in ("throughput", "latency", "pareto"):
@@ -458,7 +504,6 @@ def tune_command(
         raise opt.usage_error(
             "tune", "nothing to search: give --space FILE or --param KEY=V1,V2,..."
         )
-    constraints, goodput = split_slo("tune", slo)
     try:
         space = load_space(space_file) if space_file else Space()
         extra = [parse_param(p) for p in param or []]
@@ -468,69 +513,19 @@ def tune_command(
         objectives_for(objective, latency_metric)  # type: ignore[arg-type]
     except (SpaceError, SearchError) as exc:
         raise opt.usage_error("tune", str(exc)) from None
-    workload = _workload(
-        "tune",
-        goodput,
-        input_len=input_len,
-        output_len=output_len,
-        num_prompts=num_prompts,
-        concurrency=concurrency,
-        request_rate=request_rate,
-        warmup=warmup,
-        seed=workload_seed,
-    )
-    base = opt.make_config("tune", preset, model, set_items, allow_code=allow_code)
-    store = opt.open_store("tune", store_path)
-    try:
-        with StudyProgress(f"tune {study}", trials, show_log=verbose, skips_extra=True) as progress:
-            runner = make_runner(store, progress, startup_timeout)
-            report = _run_async(
-                "tune",
-                lambda: run_search(
-                    base,
-                    workload,
-                    space,
-                    runner,
-                    n_trials=trials,
-                    study=study,
-                    storage=storage,
-                    mode=objective,
-                    latency_metric=latency_metric,
-                    seed=seed,  # type: ignore[arg-type]
-                ),
-            )
-    except (SearchError, SpaceError) as exc:
-        raise opt.usage_error("tune", str(exc)) from None
-    finally:
-        store.close()
-    if as_json:
-        typer.echo(dump(report.to_dict()))
-    else:
-        print_search(report)
-    if report.measured == 0:
-        raise typer.Exit(1)
+    return space
 
 
 # -- winner -----------------------------------------------------------------------------
 def winner_command(
-    study: Annotated[
-        str | None, typer.Option("--study", help="Study (default: the most recent one).")
-    ] = None,
-    objective: Annotated[
-        str | None,
-        typer.Option("--objective", help="Result key to rank by (default: the study's)."),
-    ] = None,
-    slo: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--slo", help="METRIC<=VALUE (repeatable); default: the SLO the study ran with."
-        ),
-    ] = None,
+    study: WinnerStudyOpt = None,
+    objective: WinnerObjectiveOpt = None,
+    slo: WinnerSloOpt = None,
     store_path: opt.StoreOpt = None,
     as_json: opt.JsonOpt = False,
 ) -> None:
     """The best trial of a study by its objective among those meeting the SLO, with its margin."""
-    from tuner.cli.study_output import dump, print_winner
+    from tuner.cli.study_output import print_winner
     from tuner.studies.winner import WinnerError, pick_winner
 
     constraints, goodput = split_slo("winner", slo)
@@ -552,7 +547,4 @@ def winner_command(
     except WinnerError as exc:
         typer.echo(f"tunelab winner: {exc}", err=True)
         raise typer.Exit(1) from None
-    if as_json:
-        typer.echo(dump(report.to_dict()))
-    else:
-        print_winner(report)
+    _emit(report, as_json, lambda r: r.to_dict(), print_winner)

@@ -22,6 +22,8 @@ from tuner.cli import options as opt
 from tuner.cli.safe_text import clean, markup
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from tuner.trials.model import Trial
     from tuner.trials.store import TrialStore
 
@@ -65,21 +67,12 @@ def run_command(
     """Run one trial: rules check, engine start, warm-up, measured run, stop; store the result."""
     import asyncio
 
-    from tuner.trials.model import Trial
+    from tuner.trials.model import Trial, validate_objective
 
-    workload = opt.make_workload(
-        "run",
-        input_len=input_len,
-        output_len=output_len,
-        num_prompts=num_prompts,
-        concurrency=concurrency,
-        request_rate=request_rate,
-        warmup=warmup,
-        seed=seed,
-        slo=slo,
+    wl = opt.WorkloadArgs(
+        input_len, output_len, num_prompts, concurrency, request_rate, warmup, seed
     )
-    from tuner.trials.model import validate_objective
-
+    workload = wl.build("run", slo)
     try:
         validate_objective(objective)
     except ValueError as exc:
@@ -308,12 +301,25 @@ def _print_table(trials: list[Trial], path: Path, study: str | None) -> None:
 
 
 def _print_trial(trial: Trial, *, tail: bool) -> None:
+    """One trial in full, section by section (every stored string escaped: it is foreign)."""
     from rich.console import Console
 
-    from tuner.engine import effective
-    from tuner.trials.model import metric
-
     console = Console(highlight=False)
+    _print_heading(console, trial)
+    _print_setup(console, trial)
+    _print_results(console, trial)
+    _print_server_and_gpu(console, trial)
+    if trial.failure_reason:
+        console.print(f"[red]Reason:[/] {markup(trial.failure_reason)}")
+    if trial.log_path:
+        console.print(f"[bold]Engine log:[/] {markup(trial.log_path)}")
+        if tail:
+            for line in _log_tail(trial.log_path, LOG_TAIL_LINES):
+                console.print(f"  [dim]{markup(line)}[/]")
+
+
+def _print_heading(console: Console, trial: Trial) -> None:
+    """Id, study, status, arm and repeat; the model, its knobs and the workload."""
     style = _STATUS_STYLE.get(trial.status.value, "")
     console.print(
         f"[bold]Trial {markup(trial.id)}[/] · study {markup(trial.study)} · [{style}]{trial.status.value}[/]"
@@ -330,6 +336,12 @@ def _print_trial(trial: Trial, *, tail: bool) -> None:
     console.print(
         f"[bold]Workload:[/] {_workload_text(trial)} warm-up {trial.workload.warmup_requests}"
     )
+
+
+def _print_setup(console: Console, trial: Trial) -> None:
+    """What ran: vLLM and GPUs, the attention backend, the effective config, start-up, findings."""
+    from tuner.engine import effective
+
     if trial.vllm_version or trial.platform:
         gpus = f", GPUs: {', '.join(trial.gpu_names)}" if trial.gpu_names else ""
         slot = f", CUDA_VISIBLE_DEVICES={trial.gpu_slot}" if trial.gpu_slot else ""
@@ -359,25 +371,34 @@ def _print_trial(trial: Trial, *, tail: bool) -> None:
     for f in trial.findings:
         color = {"error": "red", "warning": "yellow"}.get(str(f.get("severity")), "cyan")
         console.print(f"[{color}]{markup(f.get('severity'))}[/]: {markup(f.get('message'))}")
-    if trial.results:
-        rows = [
-            ("output tok/s", "output_throughput", ",.1f"),
-            ("requests/s", "request_throughput", ",.2f"),
-            ("TTFT ms mean/p50/p99", ("mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms"), ",.1f"),
-            ("TPOT ms mean/p50/p99", ("mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms"), ",.1f"),
-            ("ITL ms mean/p50/p99", ("mean_itl_ms", "median_itl_ms", "p99_itl_ms"), ",.1f"),
-            ("E2E ms mean/p50/p99", ("mean_e2el_ms", "median_e2el_ms", "p99_e2el_ms"), ",.1f"),
-            ("completed / failed", ("completed", "failed"), ".0f"),
-        ]
-        for label, keys, spec in rows:
-            keys = keys if isinstance(keys, tuple) else (keys,)
-            console.print(
-                f"  {label:<22} " + " / ".join(_fmt(metric(trial, k), spec) for k in keys)
-            )
-        if trial.results.get("request_goodput") is not None:
-            console.print(
-                f"  {'goodput req/s':<22} {_fmt(trial.results['request_goodput'], ',.2f')}"
-            )
+
+
+# label, result key(s), format: the rows of a trial's results.
+_RESULT_ROWS: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("output tok/s", ("output_throughput",), ",.1f"),
+    ("requests/s", ("request_throughput",), ",.2f"),
+    ("TTFT ms mean/p50/p99", ("mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms"), ",.1f"),
+    ("TPOT ms mean/p50/p99", ("mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms"), ",.1f"),
+    ("ITL ms mean/p50/p99", ("mean_itl_ms", "median_itl_ms", "p99_itl_ms"), ",.1f"),
+    ("E2E ms mean/p50/p99", ("mean_e2el_ms", "median_e2el_ms", "p99_e2el_ms"), ",.1f"),
+    ("completed / failed", ("completed", "failed"), ".0f"),
+)
+
+
+def _print_results(console: Console, trial: Trial) -> None:
+    """The measured figures (tuner.trials.model.metric reads each), goodput when there is one."""
+    from tuner.trials.model import metric
+
+    if not trial.results:
+        return
+    for label, keys, spec in _RESULT_ROWS:
+        console.print(f"  {label:<22} " + " / ".join(_fmt(metric(trial, k), spec) for k in keys))
+    if trial.results.get("request_goodput") is not None:
+        console.print(f"  {'goodput req/s':<22} {_fmt(trial.results['request_goodput'], ',.2f')}")
+
+
+def _print_server_and_gpu(console: Console, trial: Trial) -> None:
+    """The server's own view (its /metrics) and the GPU telemetry window, where recorded."""
     if trial.server and trial.server.get("available"):
         notes = trial.server.get("notes") or []
         srv = trial.server
@@ -397,10 +418,3 @@ def _print_trial(trial: Trial, *, tail: bool) -> None:
             f"{_fmt(tel.get('mean_power_w'), '.0f')} W, energy {_fmt(tel.get('energy_j'), ',.0f')} J, "
             f"{_fmt(tel.get('tokens_per_joule'), '.2f')} tokens/J"
         )
-    if trial.failure_reason:
-        console.print(f"[red]Reason:[/] {markup(trial.failure_reason)}")
-    if trial.log_path:
-        console.print(f"[bold]Engine log:[/] {markup(trial.log_path)}")
-        if tail:
-            for line in _log_tail(trial.log_path, LOG_TAIL_LINES):
-                console.print(f"  [dim]{markup(line)}[/]")

@@ -1,0 +1,54 @@
+"""How the study commands read ``--slo`` and percentages: text in, typed values out.
+
+``--slo`` takes two forms: ``METRIC<=VALUE`` (a constraint on a result key,
+parsed by tuner.studies.space) and ``KEY:MS`` (a goodput objective of the
+workload, parsed with the other workload options by tuner.lab.workload).
+Bad text ends the command with status 2 and one line saying what to write.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tuner.cli import options as opt
+
+if TYPE_CHECKING:
+    from tuner.studies.space import Constraint
+
+
+def split_slo(command: str, items: list[str] | None) -> tuple[list[Constraint], str | None]:
+    """Separates METRIC<=VALUE constraints from KEY:MS goodput SLOs (joined for make_workload)."""
+    from tuner.studies.space import SpaceError, parse_constraint
+
+    constraints: list[Constraint] = []
+    goodput: list[str] = []
+    for item in items or []:
+        if any(op in item for op in ("<", ">")):
+            try:
+                constraints.append(parse_constraint(item))
+            except SpaceError as exc:
+                raise opt.usage_error(command, str(exc)) from None
+        elif ":" in item:
+            goodput.append(item)
+        else:
+            raise opt.usage_error(
+                command,
+                f"--slo {item!r}: write METRIC<=VALUE (e.g. p99_ttft_ms<=500) or KEY:MS (e.g. ttft:500)",
+            )
+    return constraints, ",".join(goodput) or None
+
+
+def parse_fraction(command: str, option: str, text: str | None) -> float | None:
+    """``2%`` or ``0.02`` → 0.02."""
+    if text is None:
+        return None
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100.0 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise opt.usage_error(
+            command, f"{option} takes a percentage such as 2%, not {text!r}"
+        ) from None
+    if not 0.0 < value < 1.0:
+        raise opt.usage_error(command, f"{option} must be between 0% and 100%, got {text!r}")
+    return value

@@ -1,0 +1,140 @@
+"""The options of ``tunelab ab``, ``sweep``, ``tune`` and ``winner``, declared once.
+
+Typer has no option groups, so each option is an ``Annotated`` alias the
+commands in tuner.cli.studies declare as a parameter; keeping them here keeps
+each command's signature one line per option (and the commands short). The
+options shared with ``tunelab run`` live in tuner.cli.options.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+# -- shared by the study commands -------------------------------------------------
+SloListOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--slo",
+        help="Repeatable. METRIC<=VALUE constrains which trials count (e.g. p99_ttft_ms<=500); "
+        "KEY:MS sets a goodput SLO of the workload (e.g. ttft:500).",
+    ),
+]
+RepeatsOpt = Annotated[int, typer.Option("--repeats", min=1, help="Trials per arm or point.")]
+VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Also print engine log lines.")]
+ObjectiveKeyOpt = Annotated[
+    str,
+    typer.Option(
+        "--objective", help="Result key to compare/rank by (e.g. output_throughput, p99_ttft_ms)."
+    ),
+]
+GpusOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--gpus",
+        help="GPU ids the study may use, e.g. 0,1,2,3 (default: all visible). Trials run side "
+        "by side, one engine per GPU slot of TP x PP x DP GPUs.",
+    ),
+]
+
+# -- ab -----------------------------------------------------------------------------
+ASetOpt = Annotated[
+    list[str] | None, typer.Option("--a-set", help="KEY=VALUE for arm A (repeatable).")
+]
+BSetOpt = Annotated[
+    list[str] | None, typer.Option("--b-set", help="KEY=VALUE for arm B (repeatable).")
+]
+APresetOpt = Annotated[str | None, typer.Option("--a-preset", help="Preset TOML for arm A.")]
+BPresetOpt = Annotated[str | None, typer.Option("--b-preset", help="Preset TOML for arm B.")]
+OrderOpt = Annotated[
+    str, typer.Option("--order", help="abba (counterbalanced: cancels linear drift) or abab.")
+]
+MaxRepeatsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-repeats",
+        min=2,
+        help="Sequential A/B: look after every round and stop once the verdict is clear "
+        "(error rate kept by alpha spending), at most this many launches per arm.",
+    ),
+]
+EquivalenceOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--equivalence",
+        help="Sequential A/B: also stop when no difference bigger than this is left, e.g. 2%.",
+    ),
+]
+ConfidenceOpt = Annotated[float, typer.Option("--confidence", min=0.5, max=0.999)]
+MinEffectOpt = Annotated[
+    float,
+    typer.Option("--min-effect", min=0.0, help="Smallest relative gain that counts (0.02 = 2%)."),
+]
+AbStudyOpt = Annotated[str | None, typer.Option("--study", help="Study name (default ab-<time>).")]
+ReportOnlyOpt = Annotated[
+    bool,
+    typer.Option(
+        "--report",
+        help="Run nothing: print the report of the --study's last A/B from the store "
+        "(the same verdict the TUI shows).",
+    ),
+]
+
+# -- sweep --------------------------------------------------------------------------
+SweepSpecArg = Annotated[
+    str, typer.Argument(metavar="KEY=V1,V2,...", help="The knob (or workload field) to sweep.")
+]
+DescentOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--descent", help="More KEY=V1,V2,... for coordinate descent, in order (repeatable)."
+    ),
+]
+SweepStudyOpt = Annotated[
+    str | None, typer.Option("--study", help="Study name (default sweep-<time>).")
+]
+
+# -- tune ---------------------------------------------------------------------------
+TrialsOpt = Annotated[int, typer.Option("--trials", min=1, help="Points to measure in this run.")]
+SpaceFileOpt = Annotated[
+    Path | None,
+    typer.Option("--space", help="Search space file (TOML or JSON: \\[params], slo, \\[fixed])."),
+]
+ParamOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--param", help="KEY=V1,V2,... | KEY=int:LO..HI[:log] | KEY=float:LO..HI (repeatable)."
+    ),
+]
+TuneObjectiveOpt = Annotated[
+    str,
+    typer.Option("--objective", help="throughput, latency, or pareto (throughput vs latency)."),
+]
+LatencyMetricOpt = Annotated[
+    str, typer.Option("--latency-metric", help="Latency key for latency/pareto objectives.")
+]
+StorageOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--storage",
+        help="Optuna storage URL (default sqlite:///<data dir>/optuna.db; "
+        "postgresql://... to share a study between nodes).",
+    ),
+]
+TuneStudyOpt = Annotated[str, typer.Option("--study", help="Study name; re-running resumes it.")]
+SamplerSeedOpt = Annotated[int | None, typer.Option("--sampler-seed", help="Seed of the sampler.")]
+
+# -- winner -------------------------------------------------------------------------
+WinnerStudyOpt = Annotated[
+    str | None, typer.Option("--study", help="Study (default: the most recent one).")
+]
+WinnerObjectiveOpt = Annotated[
+    str | None,
+    typer.Option("--objective", help="Result key to rank by (default: the study's)."),
+]
+WinnerSloOpt = Annotated[
+    list[str] | None,
+    typer.Option("--slo", help="METRIC<=VALUE (repeatable); default: the SLO the study ran with."),
+]
