@@ -6,7 +6,10 @@ The config is the trial's own ``EngineConfig`` (the one the engine started);
 ``[workload]`` is the benchmark workload; ``[results]`` holds the scalar
 benchmark results (vLLM's key names), the telemetry summary and, when the
 study ran the same config more than once (A/B repeats, sweep points), the
-spread of the objective over those repeats under ``[results.noise]``.
+spread of the objective over those repeats under ``[results.noise]``, and
+what the output-drift guard saw against the study's baseline under
+``[results.guard]`` (verdict, probes, first divergence, mean |Δlogprob|): a
+preset that changed the model's answers says so wherever it travels.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 
 from tuner.export.errors import ExportError
 from tuner.export.preset import Preset, PresetTarget, Provenance, preset_from_config
+from tuner.trials.guard_check import TrialGuard, baseline_trial, guard_of, guard_verdicts
 from tuner.trials.model import Trial, TrialStatus, metric
 from tuner.trials.store import StoreError, TrialNotFound, TrialStore
 
@@ -39,6 +43,7 @@ def preset_from_trial(trial_id: str, *, store_path: str | Path | None = None) ->
                 for t in store.list(study=trial.study, status=TrialStatus.DONE)
                 if t.config_id == trial.config_id and t.objective == trial.objective
             ]
+            baseline = baseline_trial(store, trial.study)
     except TrialNotFound as exc:
         raise ExportError(str(exc)) from None
     except StoreError as exc:
@@ -48,11 +53,15 @@ def preset_from_trial(trial_id: str, *, store_path: str | Path | None = None) ->
             f"trial {trial.id} is {trial.status}, not done: only a finished trial has results to "
             "export; re-run it, or export its config with `tunelab check`/--preset"
         )
-    return trial_preset(trial, repeats)
+    return trial_preset(trial, repeats, baseline)
 
 
-def trial_preset(trial: Trial, repeats: list[Trial]) -> Preset:
-    """Builds the preset of a finished ``trial``; ``repeats`` are done trials of the same config."""
+def trial_preset(trial: Trial, repeats: list[Trial], baseline: Trial | None = None) -> Preset:
+    """Builds the preset of a finished ``trial``; ``repeats`` are done trials of the same config.
+
+    ``baseline``: the study's baseline (tuner.trials.guard_check.baseline_trial),
+    which the guard table judges the trial against.
+    """
     results = _clean(dict(trial.results or {})) or {}
     results["objective"] = trial.objective
     if trial.objective_value is not None:
@@ -67,6 +76,9 @@ def trial_preset(trial: Trial, repeats: list[Trial]) -> Preset:
     noise = _noise(trial, repeats)
     if noise:
         results["noise"] = noise
+    guard = guard_table(guard_verdicts([trial], baseline)[0])
+    if guard:
+        results["guard"] = guard
     workload = _clean(trial.workload.to_dict()) or {}
     gpus = list(trial.gpu_names or [])
     target = PresetTarget(
@@ -88,6 +100,38 @@ def trial_preset(trial: Trial, repeats: list[Trial]) -> Preset:
             trial_id=trial.id, notes=f"study {trial.study}; measured at {finished:.0f} (unix time)"
         ),
     )
+
+
+def guard_table(g: TrialGuard) -> dict[str, Any] | None:
+    """``[results.guard]``: the verdict against the baseline and its figures; None without a guard.
+
+    Keys: verdict (same / close / drifted / unknown, or ``baseline`` for the
+    reference itself), summary, probes, tokens (per probe), match_rate,
+    first_divergence (earliest differing generated token, absent when none),
+    mean_abs_dlogprob (nats), baseline_trial, seconds (the guard's cost).
+    """
+    run = guard_of(g.trial)
+    if run is None:
+        return None
+    table: dict[str, Any] = {
+        "probes": len(run.probes),
+        "tokens": run.max_tokens,
+        "seconds": round(run.seconds, 3),
+    }
+    if g.is_baseline:
+        error = f"; its probes failed: {run.error}" if run.error else ""
+        return {"verdict": "baseline", "summary": f"the study's baseline{error}", **table}
+    v = g.verdict
+    assert v is not None  # the trial has a guard run
+    table.update(
+        verdict=str(v.verdict),
+        summary=v.summary(),
+        match_rate=round(v.match_rate, 4),
+        first_divergence=v.first_divergence,
+        mean_abs_dlogprob=v.mean_abs_dlogprob,
+        baseline_trial=g.baseline_id,
+    )
+    return _clean(table)
 
 
 def _noise(trial: Trial, repeats: list[Trial]) -> dict[str, Any] | None:

@@ -238,7 +238,7 @@ class GuardVerdict:
         return [d for d in self.diffs if d.first_divergence is not None]
 
     def summary(self) -> str:
-        """One line, e.g. ``drifted on 3/8 prompts from token 5``."""
+        """One line, e.g. ``same on 8/8 prompts`` or ``drifted on 3/8 prompts from token 5``."""
         if self.verdict is Verdict.UNKNOWN:
             return f"unknown ({self.reason})"
         n = len(self.diffs)
@@ -250,7 +250,15 @@ class GuardVerdict:
         if self.verdict is Verdict.DRIFTED and self.diverged:
             first = min(d.first_divergence or 0 for d in self.diverged)
             return f"drifted on {len(self.diverged)}/{n} prompts from token {first}{drift}"
-        return f"{self.verdict} on {n} prompts{drift}"
+        if self.verdict is Verdict.DRIFTED:  # tokens identical, logprobs beyond the threshold
+            return f"drifted: greedy tokens same on {n}/{n} prompts but {self.reason}"
+        return f"{self.verdict} on {n - len(self.diverged)}/{n} prompts{drift}"
+
+    @property
+    def first_divergence(self) -> int | None:
+        """The earliest generated position at which any probe's greedy tokens differ."""
+        firsts = [d.first_divergence for d in self.diverged if d.first_divergence is not None]
+        return min(firsts) if firsts else None
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -5,7 +5,10 @@ export are the application layer's (:class:`tuner.lab.study.Study`, the same
 answers the TUI and the CLI show), the Pareto front is
 :func:`tuner.studies.pareto.pareto_front` and the launch command
 :func:`tuner.export.script.render_script`. This module only groups their
-answers per study so the renderers have plain data to lay out.
+answers per study so the renderers have plain data to lay out. The output
+guard's verdicts are :func:`tuner.trials.guard_check.guard_verdicts` against
+that same baseline, and the A/B's "outputs" line is
+:func:`tuner.trials.guard_check.ab_guard` on the A/B's own arms.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from tuner.lab.study import Baseline, KnobChange, Study, knob_changes, value_tex
 from tuner.studies.ab import ABReport, build_report
 from tuner.studies.common import value_of
 from tuner.studies.pareto import pareto_front
+from tuner.trials.guard_check import ArmsGuard, TrialGuard, ab_guard, guard_of, guard_verdicts
 from tuner.trials.model import Trial, metric
 
 # The headline metrics every trial row shows, in the order a reader scans them.
@@ -52,6 +56,18 @@ class TrialRow:
     is_baseline: bool = False
     delivery: str | None = None
     mismatches: list[str] = field(default_factory=list)
+    guard: TrialGuard | None = None
+
+    @property
+    def guard_seconds(self) -> float | None:
+        """What the guard cost this trial (None when it did not run)."""
+        run = guard_of(self.trial)
+        return None if run is None else run.seconds
+
+    @property
+    def guard_probes(self) -> int | None:
+        run = guard_of(self.trial)
+        return None if run is None else len(run.probes)
 
     @property
     def role(self) -> str:
@@ -110,6 +126,12 @@ class ReportData:
     chosen: Trial | None
     why_chosen: str
     launch_script: str | None
+    ab_guard: ArmsGuard | None = None
+
+    @property
+    def guarded(self) -> bool:
+        """Whether any trial of the study ran the output guard."""
+        return any(r.guard is not None and r.guard.verdict is not None for r in self.rows)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -125,8 +147,11 @@ def collect(study: Study) -> ReportData:
     ordered = sorted(study.trials(), key=lambda t: t.created_at)
     base = study.baseline(ordered)
     objective = ordered[0].objective if ordered else "output_throughput"
-    rows = [_row(t, base.trial if base else None) for t in ordered]
+    base_trial = base.trial if base else None
+    guards = guard_verdicts(ordered, base_trial)
+    rows = [_row(t, base_trial, g) for t, g in zip(ordered, guards, strict=True)]
     chosen, why = study.export_choice()
+    ab = study.last_ab(ordered) or _arms_report(ordered, study.name, objective)
     return ReportData(
         study=study.name,
         generated_at=time.time(),
@@ -138,16 +163,26 @@ def collect(study: Study) -> ReportData:
         objective=objective,
         rows=rows,
         baseline=base,
-        ab=study.last_ab(ordered) or _arms_report(ordered, study.name, objective),
+        ab=ab,
         sweeps=_sweeps(ordered, objective),
         fronts={key: _front(rows, key) for key in LATENCY_FOR_FRONT},
         chosen=chosen,
         why_chosen=why,
         launch_script=render_script(chosen.config, header=[]) if chosen is not None else None,
+        ab_guard=_ab_guard(ab, ordered, base_trial),
     )
 
 
-def _row(trial: Trial, base: Trial | None) -> TrialRow:
+def _ab_guard(ab: ABReport | None, trials: Sequence[Trial], base: Trial | None) -> ArmsGuard | None:
+    """The guard's verdict on the A/B's own arms, against the study's baseline."""
+    if ab is None:
+        return None
+    by_id = {t.id: t for t in trials}
+    arms = {arm: [by_id[i] for i in ab.trials.get(arm, []) if i in by_id] for arm in ("A", "B")}
+    return ab_guard(arms["A"], arms["B"], base)
+
+
+def _row(trial: Trial, base: Trial | None, guard: TrialGuard | None = None) -> TrialRow:
     results = trial.results or {}
     return TrialRow(
         trial=trial,
@@ -157,6 +192,7 @@ def _row(trial: Trial, base: Trial | None) -> TrialRow:
         is_baseline=base is not None and trial.id == base.id,
         delivery=delivery_warning(results, short=True) if results else None,
         mismatches=_mismatches(trial),
+        guard=guard,
     )
 
 

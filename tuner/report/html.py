@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterable
 
 from tuner.report import plots
-from tuner.report.data import ReportData
+from tuner.report.data import ReportData, TrialRow
 from tuner.studies.stats import format_relative
 
 _CSS = """
@@ -60,6 +60,7 @@ def _trial_rows(data: ReportData) -> str:
         "trial",
         "status",
         "vs baseline",
+        "outputs",
         "out tok/s",
         "p99 TTFT ms",
         "p99 ITL ms",
@@ -84,6 +85,7 @@ def _trial_rows(data: ReportData) -> str:
             _cell(f"<code>{_e(t.short_id)}</code> {_e(row.role)}", left=True),
             _cell(_e(t.status), left=True, cls="bad" if t.status.value == "failed" else ""),
             _cell(changes, left=True),
+            _guard_cell(row),
             _cell(_num(row.metrics.get("output_throughput"))),
             _cell(_num(row.metrics.get("p99_ttft_ms"))),
             _cell(_num(row.metrics.get("p99_itl_ms"))),
@@ -93,7 +95,63 @@ def _trial_rows(data: ReportData) -> str:
             _cell("<br>".join(_e(n) for n in notes), left=True, cls="warn" if notes else ""),
         ]
         body.append(cells)
-    return _table(head, body, left=3)
+    return _table(head, body, left=4)
+
+
+# Verdict label -> CSS class: drift is an error, "close" worth a look, "same" fine.
+_GUARD_CLASS = {"same": "good", "close": "warn", "drifted": "bad", "unknown": "warn"}
+
+
+def _guard_cell(row: TrialRow) -> str:
+    g = row.guard
+    if g is None or g.verdict is None:
+        return _cell("—", left=True, cls="muted")
+    label = g.label()
+    return (
+        f'<td class="l {_GUARD_CLASS.get(label, "")}" title="{_e(g.describe())}">{_e(label)}</td>'
+    )
+
+
+def _guard_section(data: ReportData) -> str:
+    """Per trial: the guard's verdict against the baseline and its figures; the A/B's line."""
+    if not data.guarded:
+        return (
+            "<h2>Output drift</h2><p class='muted'>Not recorded: no trial of this study ran "
+            "the output-drift guard (run with the guard off, or stored before it existed).</p>"
+        )
+    head = ["trial", "verdict", "match", "first divergence", "mean |Δlogprob|", "guard s", "what"]
+    body = []
+    for row in data.rows:
+        g = row.guard
+        if g is None or g.verdict is None:
+            continue
+        v = None if g.is_baseline else g.verdict
+        match = (
+            "—" if v is None or not v.diffs else f"{len(v.diffs) - len(v.diverged)}/{len(v.diffs)}"
+        )
+        first = None if v is None else v.first_divergence
+        label = g.label()
+        body.append(
+            [
+                _cell(f"<code>{_e(row.trial.short_id)}</code> {_e(row.role)}", left=True),
+                _cell(_e(label), left=True, cls=_GUARD_CLASS.get(label, "")),
+                _cell(match),
+                _cell("—" if first is None else f"token {first}"),
+                _cell(_num(None if v is None else v.mean_abs_dlogprob, 3)),
+                _cell(_num(row.guard_seconds, 3)),
+                _cell(_e(g.describe()), left=True),
+            ]
+        )
+    ab_line = (
+        f"<p><b>A/B {_e(data.ab_guard.summary())}</b></p>" if data.ab_guard is not None else ""
+    )
+    return (
+        "<h2>Output drift</h2><p>Greedy probes after each measured run, on the same engine, "
+        "compared with the baseline ★: <b>same</b> (bit-identical), <b>close</b> (same tokens, "
+        "logprobs within the threshold), <b>drifted</b> (answers changed).</p>"
+        + ab_line
+        + _table(head, body, left=2)
+    )
 
 
 def _ab_section(data: ReportData) -> str:
@@ -184,8 +242,7 @@ def render_html(data: ReportData) -> str:
         + _ab_section(data)
         + _figures(data)
         + _winner_section(data)
-        + "<h2>Output drift</h2><p class='muted'>Not recorded: this tunelab does not run the "
-        "output-drift guard yet.</p>"
+        + _guard_section(data)
     )
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"

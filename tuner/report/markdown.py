@@ -20,6 +20,31 @@ def _num(value: float | None, digits: int = 4) -> str:
     return "—" if value is None else f"{value:.{digits}g}"
 
 
+def _guard_lines(data: ReportData) -> list[str]:
+    """``## Output drift``: each guarded trial's verdict against the baseline, and the A/B's line."""
+    if not data.guarded:
+        return []
+    lines = [
+        "",
+        "## Output drift",
+        "",
+        "Greedy probes after each measured run, on the same engine, compared with the "
+        "baseline ★: same (bit-identical), close (same tokens, small logprob drift), "
+        "drifted (answers changed).",
+        "",
+    ]
+    if data.ab_guard is not None:
+        lines += [f"A/B {_md(data.ab_guard.summary())}", ""]
+    lines += ["| trial | verdict | what the guard saw |", "|---|---|---|"]
+    for row in data.rows:
+        g = row.guard
+        if g is not None and g.verdict is not None:
+            lines.append(
+                f"| {row.trial.short_id} {_md(row.role)} | {g.label()} | {_md(g.describe())} |"
+            )
+    return lines
+
+
 def render_markdown(data: ReportData) -> str:
     """The whole Markdown report."""
     lines = [
@@ -58,6 +83,11 @@ def render_markdown(data: ReportData) -> str:
             "",
             f"**{_md(data.ab.summary())}**",
             "",
+            *(
+                [f"A/B {_md(data.ab_guard.summary())}", ""]
+                if data.ab_guard and data.guarded
+                else []
+            ),
             "| metric | A mean | B mean | B vs A | n A/B | verdict |",
             "|---|---:|---:|---|---|---|",
         ]
@@ -76,6 +106,7 @@ def render_markdown(data: ReportData) -> str:
         ]
         for value, mean, samples in zip(curve.values, curve.means, curve.samples, strict=True):
             lines.append(f"| {_md(value)} | {_num(mean)} | {len(samples)} |")
+    lines += _guard_lines(data)
     lines += ["", "## Winner", ""]
     if data.chosen is None:
         lines.append(_md(data.why_chosen))
