@@ -34,6 +34,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "bench",
     "trials",
     "studies",
+    "capacity",
     "report",
     "jobs",
 )

@@ -1,0 +1,141 @@
+"""Capacity on the study engine double: one engine per launch, the boundary the double's physics sets.
+
+The double (tests/support/study_engine_double.py) lets ``max-num-seqs`` streams
+generate at once and queues the rest, as vLLM's scheduler does; a queued
+request waits for a whole generation before its first token. So with 10 ms
+per token and 16 tokens, p99 TTFT is ~10-30 ms up to max-num-seqs users and
+>= ~150 ms beyond: the capacity at ``p99_ttft_ms<=60`` is max-num-seqs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.study_cli import double_command
+from tuner.bench.workload import Workload
+from tuner.config import EngineConfig
+from tuner.rules import Target
+from tuner.studies.capacity import Grid
+from tuner.studies.capacity_run import probe_workload, run_capacity
+from tuner.studies.executor import TrialRunner
+from tuner.studies.slo import parse_slo
+from tuner.trials.context import RunContext
+from tuner.trials.model import TrialStatus
+from tuner.trials.store import TrialStore
+
+REPO = Path(__file__).resolve().parents[1]
+SLO = parse_slo("p99_ttft_ms<=60")
+BASE = Workload(input_len=16, output_len=16, num_prompts=16, warmup_requests=0)
+
+
+@pytest.fixture
+def double_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    log = tmp_path / "starts.jsonl"
+    monkeypatch.setenv("DOUBLE_TOKEN_MS", "10")
+    monkeypatch.setenv("DOUBLE_START_LOG", str(log))
+    monkeypatch.setenv("TUNELAB_HOME", str(tmp_path / "home"))
+    return log
+
+
+def _runner(store: TrialStore) -> TrialRunner:
+    context = RunContext(Target(note="study engine double"), None, [])
+    return TrialRunner(store, None, {"startup_timeout": 60, "context": context}, double_command)
+
+
+@pytest.mark.parametrize("seqs", [3, 6])
+def test_capacity_is_max_num_seqs_on_each_launch(
+    seqs: int, double_env: Path, tmp_path: Path
+) -> None:
+    config = EngineConfig(model="engine-double", engine={"max-num-seqs": seqs})
+    grid = Grid("concurrency", 1, 1, 64)
+    with TrialStore(tmp_path / "trials.db") as store:
+        report = asyncio.run(
+            run_capacity(config, BASE, SLO, grid, _runner(store), launches=2, probes=7, study="cap")
+        )
+        trials = store.list("cap")
+    assert [lc.capacity for lc in report.launches] == [seqs, seqs]
+    assert all(lc.converged and lc.failing == seqs + 1 for lc in report.launches)
+    assert report.summary().startswith(f"max concurrency meeting p99_ttft_ms<=60: {seqs} [")
+    # One engine per launch, not one per probe.
+    assert len(double_env.read_text().splitlines()) == 2
+    # Every probe is a stored trial measured at its planned load.
+    assert len(trials) == 14 and all(t.status is TrialStatus.DONE for t in trials)
+    for lc in report.launches:
+        for probe in lc.probes:
+            (stored,) = [t for t in trials if t.id == probe.trial_id]
+            assert stored.workload == probe_workload(BASE, grid, probe.value)
+            assert stored.tags["kind"] == "capacity" and stored.tags["value"] == probe.value
+            assert stored.results is not None
+            assert stored.results["completed"] == max(16, 4 * probe.value)
+            assert probe.met == (stored.results["p99_ttft_ms"] <= 60)
+
+
+def test_an_engine_that_does_not_start_measures_nothing(double_env: Path, tmp_path: Path) -> None:
+    config = EngineConfig(model="engine-double", engine={"max-num-seqs": 4})
+    with TrialStore(tmp_path / "trials.db") as store:
+        runner = _runner(store)
+        runner.command_for = lambda cfg: [sys.executable, "-c", "raise SystemExit(3)"]
+        report = asyncio.run(
+            run_capacity(
+                config, BASE, SLO, Grid("concurrency", 1, 1, 8), runner, launches=1, probes=3
+            )
+        )
+    assert report.interval is None
+    assert "not measured" in report.summary() and "did not start" in report.summary()
+
+
+def _cli(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "TUNELAB_HOME": str(home), "DOUBLE_TOKEN_MS": "10", "COLUMNS": "200"}
+    return subprocess.run(
+        [sys.executable, "-m", "tests.support.study_cli", "capacity", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+
+
+def test_cli_prints_the_answer_and_json(tmp_path: Path) -> None:
+    common = [
+        "--model",
+        "engine-double",
+        "--set",
+        "max-num-seqs=4",
+        "--input-len",
+        "16",
+        "--output-len",
+        "16",
+        "--num-prompts",
+        "16",
+        "--warmup",
+        "0",
+        "--max",
+        "32",
+    ]
+    done = _cli(
+        *common,
+        "--slo",
+        "p99_ttft_ms<=60",
+        "--launches",
+        "2",
+        "--probes",
+        "7",
+        "--json",
+        home=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["capacity"]["mean"] == 4 and data["by"] == "concurrency"
+    assert data["slo"] == "p99_ttft_ms<=60" and len(data["launches"]) == 2
+    bad = _cli(*common, "--slo", "ttft:500", home=tmp_path)
+    assert bad.returncode == 2
+    assert "goodput syntax" in bad.stderr and "p99_ttft_ms<=500" in bad.stderr
+    assert "Traceback" not in bad.stderr
