@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import sys
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from tuner.bench.workload import Workload, WorkloadError
 from tuner.config import EngineConfig
+from tuner.errors import TunelabError
+from tuner.guard.settings import DEFAULT_GUARD_TOKENS, MAX_GUARD_TOKENS, GuardSettings
 from tuner.lab import config as lab_config
 from tuner.lab.workload import BY_NAME, WorkloadField, workload_from_texts
 
@@ -92,6 +95,34 @@ StartupTimeoutOpt = Annotated[
     ),
 ]
 
+# -- output-drift guard (issue 16; tuner.guard.settings) --------------------------
+GuardPromptsOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--guard-prompts",
+        metavar="FILE",
+        help="Probe prompts of the output-drift guard: one per line, or a JSON list of "
+        "strings (default: tunelab's built-in set).",
+    ),
+]
+GuardTokensOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--guard-tokens",
+        metavar="N",
+        help=f"Greedy tokens per guard probe, 1..{MAX_GUARD_TOKENS} "
+        f"(default {DEFAULT_GUARD_TOKENS}).",
+    ),
+]
+NoGuardOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-guard",
+        help="Skip the output-drift guard (greedy probes after each measured run, compared "
+        "with the study baseline's outputs).",
+    ),
+]
+
 DEFAULT_INPUT_LEN = int(BY_NAME["input_len"].cli_default or 128)
 DEFAULT_OUTPUT_LEN = int(BY_NAME["output_len"].cli_default or 128)
 DEFAULT_NUM_PROMPTS = int(BY_NAME["num_prompts"].cli_default or 64)
@@ -102,6 +133,39 @@ def usage_error(command: str, message: str) -> typer.Exit:
     """Prints ``tunelab COMMAND: message`` to stderr and returns the exit (status 2) to raise."""
     typer.echo(f"tunelab {command}: {message}", err=True)
     return typer.Exit(2)
+
+
+def user_error(command: str, exc: TunelabError) -> typer.Exit:
+    """Prints ``tunelab COMMAND: message`` and its fix to stderr; returns the exit to raise."""
+    typer.echo(f"tunelab {command}: {exc.message}", err=True)
+    if exc.fix:
+        typer.echo(f"fix: {exc.fix}", err=True)
+    return typer.Exit(exc.exit_code)
+
+
+@dataclass(frozen=True)
+class GuardArgs:
+    """The guard options of one command (``--no-guard``, ``--guard-prompts``, ``--guard-tokens``)."""
+
+    no_guard: bool = False
+    prompts: Path | None = None
+    tokens: int | None = None
+
+    def settings(self, command: str) -> GuardSettings:
+        """The guard settings, by tuner.lab.run.guard_settings (the prompts file is read here,
+        before any engine starts); a bad file or count exits with status 2 and the fix.
+        """
+        # Deferred: tuner.lab.run loads the studies stack (~0.4 s), only for a command that runs.
+        from tuner.lab.run import guard_settings
+
+        if self.no_guard and (self.prompts is not None or self.tokens is not None):
+            raise usage_error(
+                command, "--no-guard turns the guard off: drop --guard-prompts/--guard-tokens"
+            )
+        try:
+            return guard_settings(self.prompts, self.tokens, enabled=not self.no_guard)
+        except TunelabError as exc:
+            raise user_error(command, exc) from None
 
 
 def make_workload(

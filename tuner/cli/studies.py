@@ -60,6 +60,7 @@ if TYPE_CHECKING:
 
     from tuner.bench.workload import Workload
     from tuner.config import EngineConfig
+    from tuner.guard.settings import GuardSettings
     from tuner.studies.ab import ABReport
     from tuner.studies.executor import TrialRunner
     from tuner.studies.space import Constraint, Param, Space
@@ -128,6 +129,7 @@ class _Session:
     store_path: str | None
     startup_timeout: float
     verbose: bool
+    guard: GuardSettings
 
 
 def _run_study(
@@ -162,6 +164,10 @@ def _run_study(
             title, planned, show_log=session.verbose, skips_extra=skips_extra
         ) as progress:
             runner = make_runner(store, progress, session.startup_timeout)
+            # The guard goes to run_trial/run_workloads with the runner's other options
+            # (tuner.lab.run.runner puts RunOptions.guard there the same way); set here,
+            # not in make_runner, whose signature the tests' engine doubles replace.
+            runner.options["guard"] = session.guard
             if prepare is not None:
                 prepare(runner)
             report = _run_async(command, lambda: start(runner))
@@ -236,6 +242,9 @@ def ab_command(
     store_path: opt.StoreOpt = None,
     verbose: VerboseOpt = False,
     as_json: opt.JsonOpt = False,
+    guard_prompts: opt.GuardPromptsOpt = None,
+    guard_tokens: opt.GuardTokensOpt = None,
+    no_guard: opt.NoGuardOpt = False,
     report_only: ReportOnlyOpt = False,
 ) -> None:
     """A/B two configs: repeated, interleaved trials; per-metric interval and verdict."""
@@ -252,7 +261,8 @@ def ab_command(
     a, b = _ab_arms(a_preset, b_preset, model, a_set, b_set, allow_code)
     margin = parse_fraction("ab", "--equivalence", equivalence)
     design = _ABDesign(repeats, order, objective, confidence, min_effect, max_repeats, margin)
-    session = _Session("ab", store_path, startup_timeout, verbose)
+    guard = opt.GuardArgs(no_guard, guard_prompts, guard_tokens).settings("ab")
+    session = _Session("ab", store_path, startup_timeout, verbose, guard)
     report = _run_ab(session, design, a, b, workload, study, gpus)
     _print_ab_report(report, as_json)
     row = report.objective_row
@@ -368,6 +378,9 @@ def sweep_command(
     store_path: opt.StoreOpt = None,
     verbose: VerboseOpt = False,
     as_json: opt.JsonOpt = False,
+    guard_prompts: opt.GuardPromptsOpt = None,
+    guard_tokens: opt.GuardTokensOpt = None,
+    no_guard: opt.NoGuardOpt = False,
 ) -> None:
     """Sweep one knob over values (rest fixed); --descent moves on knob by knob keeping the best."""
     from tuner.cli.study_output import print_sweep
@@ -381,7 +394,8 @@ def sweep_command(
     )
     workload = wl.build("sweep", goodput)
     base = opt.make_config("sweep", preset, model, set_items, allow_code=allow_code)
-    session = _Session("sweep", store_path, startup_timeout, verbose)
+    guard = opt.GuardArgs(no_guard, guard_prompts, guard_tokens).settings("sweep")
+    session = _Session("sweep", store_path, startup_timeout, verbose, guard)
     planned = sum(len(p.values()) for p in params) * repeats
     report = _run_study(
         session,
@@ -446,6 +460,9 @@ def tune_command(
     store_path: opt.StoreOpt = None,
     verbose: VerboseOpt = False,
     as_json: opt.JsonOpt = False,
+    guard_prompts: opt.GuardPromptsOpt = None,
+    guard_tokens: opt.GuardTokensOpt = None,
+    no_guard: opt.NoGuardOpt = False,
 ) -> None:
     """Search a space with Optuna under SLO constraints; resumable, and shareable between nodes."""
     from tuner.cli.study_output import print_search
@@ -459,7 +476,8 @@ def tune_command(
     )
     workload = wl.build("tune", goodput)
     base = opt.make_config("tune", preset, model, set_items, allow_code=allow_code)
-    session = _Session("tune", store_path, startup_timeout, verbose)
+    guard = opt.GuardArgs(no_guard, guard_prompts, guard_tokens).settings("tune")
+    session = _Session("tune", store_path, startup_timeout, verbose, guard)
     report = _run_study(
         session,
         f"tune {study}",

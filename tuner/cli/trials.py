@@ -24,6 +24,7 @@ from tuner.cli.safe_text import clean, markup
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from tuner.guard.settings import GuardSettings
     from tuner.trials.model import Trial
     from tuner.trials.store import TrialStore
 
@@ -63,6 +64,9 @@ def run_command(
         bool, typer.Option("--verbose", "-v", help="Also print the engine's log lines.")
     ] = False,
     as_json: opt.JsonOpt = False,
+    guard_prompts: opt.GuardPromptsOpt = None,
+    guard_tokens: opt.GuardTokensOpt = None,
+    no_guard: opt.NoGuardOpt = False,
 ) -> None:
     """Run one trial: rules check, engine start, warm-up, measured run, stop; store the result."""
     import asyncio
@@ -78,10 +82,11 @@ def run_command(
     except ValueError as exc:
         raise opt.usage_error("run", str(exc)) from None
     config = opt.make_config("run", preset, model, set_items, allow_code=allow_code)
+    guard = opt.GuardArgs(no_guard, guard_prompts, guard_tokens).settings("run")
     store = opt.open_store("run", store_path)
     trial = Trial(config=config, workload=workload, study=study, objective=objective)
     try:
-        asyncio.run(_run(trial, store, startup_timeout, verbose))
+        asyncio.run(_run(trial, store, startup_timeout, verbose, guard))
     except (KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C, or SIGTERM (cancels the run)
         typer.echo(
             f"tunelab run: interrupted; trial {trial.short_id} is marked {trial.status}", err=True
@@ -97,7 +102,9 @@ def run_command(
         raise typer.Exit(1)
 
 
-async def _run(trial: Trial, store: object, startup_timeout: float, verbose: bool) -> None:
+async def _run(
+    trial: Trial, store: object, startup_timeout: float, verbose: bool, guard: GuardSettings
+) -> None:
     """Runs the trial with the display; SIGTERM cancels like Ctrl-C (engine stopped, trial interrupted)."""
     import asyncio
 
@@ -109,7 +116,13 @@ async def _run(trial: Trial, store: object, startup_timeout: float, verbose: boo
     if task is not None:
         loop.add_signal_handler(signal.SIGTERM, task.cancel)
     with TrialProgressDisplay(show_log=verbose) as display:
-        await run_trial(trial, store, on_event=display, startup_timeout=startup_timeout)  # type: ignore[arg-type]
+        await run_trial(
+            trial,
+            store,  # type: ignore[arg-type]
+            on_event=display,
+            startup_timeout=startup_timeout,
+            guard=guard,
+        )
 
 
 def results_command(
