@@ -98,15 +98,27 @@ ONE_CHUNK_WARN = 0.5
 
 
 def delivery_warning(result: dict[str, Any], short: bool = False) -> str | None:
-    """What to tell the user when most responses of a result arrived in one piece.
+    """What to tell the user when most responses of a stored result arrived in one piece.
 
     Args:
-        result: A result dict (``BenchResult.to_dict()``, a trial's results).
+        result: A result dict as stored (a trial's results, ``BenchResult.to_dict()``).
         short: One clause for a status line instead of the explanation.
     """
     block = result.get("tunelab")
     share = block.get("one_chunk_fraction") if isinstance(block, dict) else None
-    if not isinstance(share, int | float) or share < ONE_CHUNK_WARN:
+    if not isinstance(share, int | float):
+        return None
+    return delivery_note(share, short)
+
+
+def delivery_note(share: float, short: bool = False) -> str | None:
+    """The warning for ``share`` of responses in one piece; None below ONE_CHUNK_WARN.
+
+    Args:
+        share: Fraction of successful responses that arrived in one chunk.
+        short: One clause for a status line instead of the explanation.
+    """
+    if share < ONE_CHUNK_WARN:
         return None
     if short:
         return f"{share:.0%} of responses arrived in one piece: TTFT/ITL show a starved server"
@@ -139,6 +151,15 @@ class FailureSummary:
 
     counts: dict[str, int]
     examples: dict[str, str]
+
+    def describe(self, limit: int = 3) -> str:
+        """``"2 x timeout: ...; 1 x HTTP 500: ..."`` for the first ``limit`` kinds seen.
+
+        "no detail" when nothing failed, so a message built on it always reads.
+        """
+        shown = list(self.examples.items())[:limit]
+        text = "; ".join(f"{self.counts.get(kind, 0)} x {kind}: {ex}" for kind, ex in shown)
+        return text or "no detail"
 
 
 def summarize_failures(records: Sequence[RequestRecord]) -> FailureSummary:

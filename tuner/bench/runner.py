@@ -34,7 +34,13 @@ from tuner.bench.client import (
 from tuner.bench.control import ControlError
 from tuner.bench.datasets import jsonl_prompts, prefix_prompts, trace_requests
 from tuner.bench.http import split_base_url
-from tuner.bench.metrics import compute_metrics, one_chunk_fraction, summarize_failures
+from tuner.bench.metrics import (
+    FailureSummary,
+    compute_metrics,
+    delivery_note,
+    one_chunk_fraction,
+    summarize_failures,
+)
 from tuner.bench.progress import ProgressCallback, ProgressReporter
 from tuner.bench.prompts import (
     Prompt,
@@ -81,16 +87,49 @@ class BenchResult:
     prompt_source: str = ""
 
     def __getitem__(self, key: str) -> Any:
+        """A metric by its vLLM key name (the JSON form; in-process code reads the properties)."""
         return self.metrics[key]
+
+    @property
+    def completed(self) -> int:
+        """Counted requests that succeeded."""
+        return int(self.metrics.get("completed") or 0)
+
+    @property
+    def failed(self) -> int:
+        """Counted requests that failed (timeouts, HTTP errors, broken streams)."""
+        return int(self.metrics.get("failed") or 0)
+
+    @property
+    def total_output_tokens(self) -> int:
+        """Output tokens of the successful requests."""
+        return int(self.metrics.get("total_output_tokens") or 0)
+
+    @property
+    def failures(self) -> FailureSummary:
+        """The failed requests by kind, with one example message each."""
+        return summarize_failures(self.records)
+
+    @property
+    def one_chunk_fraction(self) -> float:
+        """Share of successful responses that arrived in one piece (a starved server)."""
+        return one_chunk_fraction(self.records)
+
+    def delivery_warning(self, short: bool = False) -> str | None:
+        """What to tell the user when most responses arrived in one piece, else None."""
+        return delivery_note(self.one_chunk_fraction, short)
 
     def to_dict(self, detailed: bool = False) -> dict[str, Any]:
         """The result JSON: `vllm bench serve` keys, then tunelab's own block.
+
+        This is the boundary form (stored with a trial, printed by ``--json``);
+        code in the same process reads the typed properties instead.
 
         Args:
             detailed: Include per-request lists (like vLLM's --save-detailed).
         """
         wl = self.workload
-        failures = summarize_failures(self.records)
+        failures = self.failures
         head: dict[str, Any] = {
             "date": self.started_at,
             "endpoint_type": "openai" if wl.endpoint == "completions" else "openai-chat",
@@ -131,9 +170,9 @@ class BenchResult:
             "failure_examples": failures.examples,
             "server": self.server.to_dict(),
             "mean_queue_time_ms": (sum(queue) / len(queue) * 1000.0) if queue else 0.0,
-            "one_chunk_fraction": one_chunk_fraction(self.records),
+            "one_chunk_fraction": self.one_chunk_fraction,
             "chunks_per_output_token": (
-                sum(len(r.chunk_times) for r in ok) / max(1, self.metrics["total_output_tokens"])
+                sum(len(r.chunk_times) for r in ok) / max(1, self.total_output_tokens)
             ),
         }
         return {**head, **body, "tunelab": extra}
