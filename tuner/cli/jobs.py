@@ -10,10 +10,11 @@ output as it runs (Ctrl-C stops following, not the job), ``log`` prints it,
 from __future__ import annotations
 
 import sys
-import time
 from typing import Annotated, Any
 
 import typer
+
+from tuner.service.view import job_line
 
 jobs_app = typer.Typer(
     help="Detached work: start a tunelab command that outlives the terminal, list, follow, stop.",
@@ -25,27 +26,6 @@ jobs_app = typer.Typer(
 def register(app: typer.Typer) -> None:
     """Adds ``jobs`` to the tunelab CLI."""
     app.add_typer(jobs_app, name="jobs")
-
-
-def _age(seconds: float) -> str:
-    seconds = max(0.0, seconds)
-    if seconds < 90:
-        return f"{seconds:.0f}s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f}m"
-    return f"{seconds / 3600:.1f}h"
-
-
-def job_line(job: dict[str, Any], now: float | None = None) -> str:
-    """``3f2a9c01  running   4m  tunelab ab ...`` (with the return code once ended)."""
-    now = time.time() if now is None else now
-    started = job.get("started") or job["submitted"]
-    span = (job.get("ended") or now) - started
-    state = job["state"]
-    if job.get("returncode") not in (None, 0):
-        state = f"{state} ({job['returncode']})"
-    note = f"  — {job['note']}" if job.get("note") else ""
-    return f"{job['id']}  {state:<13} {_age(span):>5}  {job['title']}{note}"
 
 
 @jobs_app.callback()
