@@ -17,8 +17,9 @@ from rich.table import Table
 
 from tuner.cli.safe_text import markup
 from tuner.cli.trial_progress import TrialProgressDisplay
+from tuner.studies.pruning import is_pruned
 from tuner.studies.stats import Verdict, format_relative
-from tuner.trials.events import TrialDone, TrialFailed, TrialSkipped
+from tuner.trials.events import TrialDone, TrialFailed, TrialPruned, TrialSkipped
 
 if TYPE_CHECKING:
     from tuner.studies.ab import ABReport
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from tuner.studies.sweep import SweepReport
     from tuner.studies.winner import WinnerReport
     from tuner.trials.events import TrialEvent
+    from tuner.trials.model import Trial
 
 
 class StudyProgress:
@@ -55,7 +57,7 @@ class StudyProgress:
     def __call__(self, event: TrialEvent) -> None:
 
         self.display(event)
-        if isinstance(event, TrialDone | TrialFailed | TrialSkipped):
+        if isinstance(event, TrialDone | TrialFailed | TrialSkipped | TrialPruned):
             trial_id = event.trial.id
             if trial_id not in self._final:
                 self._final.add(trial_id)
@@ -113,6 +115,11 @@ def print_ab(report: ABReport) -> None:
     console.print(f"[bold]{markup(report.summary())}[/]")
 
 
+def _status(trial: Trial) -> str:
+    """A trial's status as tables show it: ``pruned`` for one stopped early as dominated."""
+    return "pruned" if is_pruned(trial) else str(trial.status)
+
+
 def print_sweep(report: SweepReport) -> None:
 
     console = Console(highlight=False)
@@ -130,7 +137,7 @@ def print_sweep(report: SweepReport) -> None:
                 markup(" ".join(f"{k}={v}" for k, v in p.values.items())) + mark,
                 _num(p.objective(report.objective)),
                 "met" if p.met_slo else "[red]missed[/]",
-                markup(" ".join(f"{t.short_id}:{t.status}" for t in p.trials)),
+                markup(" ".join(f"{t.short_id}:{_status(t)}" for t in p.trials)),
             )
         console.print(table)
         if step.note:
@@ -144,7 +151,8 @@ def print_search(report: SearchReport) -> None:
     console = Console(highlight=False)
     console.print(
         f"study [bold]{markup(report.study)}[/] in {markup(report.storage)}: "
-        f"{report.measured} measured, {report.pruned} pruned by the rules, {report.failed} failed"
+        f"{report.measured} measured, {report.stopped_early} stopped early (dominated), "
+        f"{report.pruned} pruned by the rules, {report.failed} failed"
         + (f", {len(report.recovered)} interrupted point(s) recovered" if report.recovered else "")
     )
     title = "Pareto front" if len(report.objectives) > 1 else "best"

@@ -30,6 +30,7 @@ from tuner.trials.events import (
     TrialEvent,
     TrialFailed,
     TrialProgress,
+    TrialPruned,
     TrialQueued,
     TrialSkipped,
     TrialStage,
@@ -131,6 +132,9 @@ class TrialProgressDisplay:
         elif isinstance(event, TrialFailed):
             self._close(event.trial.id)
             log(f"[red]{event.trial.short_id} failed[/]: {escape(event.reason)}")
+        elif isinstance(event, TrialPruned):
+            self._close(event.trial.id)
+            log(f"[yellow]{event.trial.short_id} stopped early[/]: {escape(event.reason)}")
         elif isinstance(event, TrialSkipped):
             self._close(event.trial.id)
             log(

@@ -19,15 +19,57 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tuner.studies.pruning import PRUNED_TAG, PruneDecision
 from tuner.trials.context import resolve_context
-from tuner.trials.model import Trial
+from tuner.trials.events import TrialEvent, TrialProgress, TrialPruned
+from tuner.trials.model import Trial, TrialStatus
 from tuner.trials.runner import run_trial, run_workloads
 from tuner.trials.slots import GpuPool, GpuSlot, node_gpus, run_parallel
 
 if TYPE_CHECKING:
+    from tuner.bench.progress import BenchProgress
     from tuner.config import EngineConfig
     from tuner.trials.events import TrialEventCallback
     from tuner.trials.store import TrialStore
+
+# Judges a trial's progress; a decision stops (prunes) the trial.
+Watch = Callable[[Trial, "BenchProgress"], PruneDecision | None]
+
+
+class _Stopper:
+    """Forwards one trial's events and stops the trial when its watch says it is dominated.
+
+    The stop is a cancel of the task running the trial, requested while the
+    trial is in its measured run (progress events come only from there): the
+    runner then marks it interrupted and stops its engine as for Ctrl-C, and
+    :meth:`TrialRunner._run_one` turns that into a pruned trial.
+    """
+
+    def __init__(self, trial: Trial, watch: Watch, forward: Callable[[TrialEvent], None]) -> None:
+        self.trial = trial
+        self.watch = watch
+        self.forward = forward
+        self.task = asyncio.current_task()
+        self.decision: PruneDecision | None = None
+
+    def __call__(self, event: TrialEvent) -> None:
+        self.forward(event)
+        if self.decision is not None or not isinstance(event, TrialProgress):
+            return
+        if event.trial_id != self.trial.id:
+            return
+        decision = self.watch(self.trial, event.progress)
+        if decision is not None and self.task is not None:
+            self.decision = decision
+            # In the trial before the runner's interrupt write, so the row says why at once.
+            self.trial.tags[PRUNED_TAG] = decision.to_dict()
+            self.task.cancel()
+
+    def ours(self) -> bool:
+        """After a CancelledError: True when only our stop cancelled the task (take it back)."""
+        if self.decision is None or self.task is None:
+            return False
+        return self.task.uncancel() == 0
 
 
 @dataclass
@@ -95,13 +137,43 @@ class TrialRunner:
             kwargs["gpu_indices"] = slot.indices
         return kwargs
 
-    async def _run_one(self, trial: Trial, slot: GpuSlot | None) -> Trial:
-        kwargs = await self._pinned(trial.config, slot)
-        return await run_trial(trial, self.store, on_event=self.on_event, **kwargs)
+    def _emit(self, event: TrialEvent) -> None:
+        if self.on_event is not None:
+            self.on_event(event)
 
-    async def one(self, trial: Trial, devices: Sequence[str] | None = None) -> Trial:
-        """Run one trial to a final state (its own engine, on free GPUs or ``devices``)."""
-        (done,) = await run_parallel([trial], self._run_one, self.pool, placement=[devices])
+    async def _run_one(self, trial: Trial, slot: GpuSlot | None, watch: Watch | None) -> Trial:
+        kwargs = await self._pinned(trial.config, slot)
+        if watch is None:
+            return await run_trial(trial, self.store, on_event=self.on_event, **kwargs)
+        stopper = _Stopper(trial, watch, self._emit)
+        try:
+            return await run_trial(trial, self.store, on_event=stopper, **kwargs)
+        except asyncio.CancelledError:
+            if not stopper.ours():
+                raise
+        assert stopper.decision is not None
+        return self._pruned(trial, stopper.decision)
+
+    def _pruned(self, trial: Trial, decision: PruneDecision) -> Trial:
+        """Record a stopped trial as pruned (engine already stopped by the runner)."""
+        reason = decision.reason()
+        trial.tags[PRUNED_TAG] = decision.to_dict()
+        self.store.update_status(trial, TrialStatus.INTERRUPTED, failure_reason=reason)
+        self._emit(TrialPruned(trial, reason))
+        return trial
+
+    async def one(
+        self, trial: Trial, devices: Sequence[str] | None = None, watch: Watch | None = None
+    ) -> Trial:
+        """Run one trial to a final state (its own engine, on free GPUs or ``devices``).
+
+        ``watch`` judges its progress; a decision stops it as pruned.
+        """
+
+        async def run(item: Trial, slot: GpuSlot | None) -> Trial:
+            return await self._run_one(item, slot, watch)
+
+        (done,) = await run_parallel([trial], run, self.pool, placement=[devices])
         return done
 
     async def all(
@@ -109,14 +181,16 @@ class TrialRunner:
         trials: Sequence[Trial],
         placement: Sequence[Sequence[str] | None] | None = None,
         on_done: Callable[[Trial], None] | None = None,
+        watch: Watch | None = None,
     ) -> list[Trial]:
         """Run trials side by side, as many at once as the GPUs hold (one at a time without).
 
-        ``on_done`` is called with each trial as soon as it is final (not when all are).
+        ``on_done`` is called with each trial as soon as it is final (not when all are);
+        ``watch`` judges each trial's progress, and a decision stops that trial as pruned.
         """
 
         async def run(trial: Trial, slot: GpuSlot | None) -> Trial:
-            done = await self._run_one(trial, slot)
+            done = await self._run_one(trial, slot, watch)
             if on_done is not None:
                 on_done(done)
             return done

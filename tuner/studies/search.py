@@ -1,6 +1,7 @@
 """Search: Optuna over a declared space, with SLO constraints, resumable and shareable.
 
-The Optuna storage is where a study lives. By default it is
+The Optuna storage is where a study lives (:mod:`tuner.studies.optuna_store`
+opens it). By default it is
 ``sqlite:///<data_dir>/optuna.db``; any SQLAlchemy URL works, and a
 ``postgresql://`` URL lets several GPU nodes work on one study at once — each
 ``tunelab tune`` process asks the shared storage for the next point, runs
@@ -27,17 +28,24 @@ import asyncio
 import contextlib
 import json
 import os
-import random
 import socket
 import threading
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from tuner.errors import TunelabError
-from tuner.redact import redact_text, redact_url
+from tuner.redact import redact_url
 from tuner.studies.common import meets, value_of
+from tuner.studies.optuna_store import (
+    GRACE_S,
+    HEARTBEAT_S,
+    SearchError,
+    default_storage,
+    open_storage,
+)
+from tuner.studies.optuna_store import OPTUNA_DB as OPTUNA_DB  # re-exported
+from tuner.studies.optuna_store import sqlalchemy_url as sqlalchemy_url  # re-exported
+from tuner.studies.pruning import ReadingLog, is_pruned, make_optuna_pruner, prunable
 from tuner.studies.space import WORKLOAD_KEYS, Constraint, Param, Space
 from tuner.studies.stats import Direction, metric_direction
 
@@ -45,6 +53,7 @@ if TYPE_CHECKING:
     import optuna
     from optuna.trial import TrialState
 
+    from tuner.bench.progress import BenchProgress
     from tuner.bench.workload import Workload
     from tuner.config import EngineConfig
     from tuner.studies.executor import TrialRunner
@@ -54,20 +63,6 @@ ObjectiveMode = Literal["throughput", "latency", "pareto"]
 
 THROUGHPUT_METRIC = "output_throughput"
 LATENCY_METRIC = "p99_e2el_ms"
-HEARTBEAT_S = 10
-GRACE_S = 60
-OPTUNA_DB = "optuna.db"
-
-
-class SearchError(TunelabError, ValueError):
-    """A search that cannot run as asked; says what to change."""
-
-
-def default_storage() -> str:
-    """``sqlite:///<data_dir>/optuna.db`` (moved by TUNELAB_HOME)."""
-    from tuner import paths
-
-    return f"sqlite:///{paths.data_dir() / OPTUNA_DB}"
 
 
 def objectives_for(mode: ObjectiveMode, latency_metric: str = LATENCY_METRIC) -> list[str]:
@@ -81,72 +76,6 @@ def objectives_for(mode: ObjectiveMode, latency_metric: str = LATENCY_METRIC) ->
     raise SearchError(f"objective must be throughput, latency or pareto, got {mode!r}")
 
 
-def sqlalchemy_url(url: str) -> str:
-    """``postgresql://`` as SQLAlchemy reads it with the driver that is installed.
-
-    SQLAlchemy maps a bare ``postgresql://`` to psycopg2; tunelab's ``postgres``
-    extra installs psycopg 3, so the URL names it when psycopg2 is absent.
-    """
-    import importlib.util
-
-    bare = url.startswith(("postgresql://", "postgres://"))
-    if bare and not importlib.util.find_spec("psycopg2") and importlib.util.find_spec("psycopg"):
-        return "postgresql+psycopg://" + url.split("://", 1)[1]
-    return url
-
-
-def open_storage(url: str) -> optuna.storages.RDBStorage:
-    """An RDB storage with heartbeats; SQLite waits for its lock instead of failing.
-
-    Raises:
-        SearchError: The URL is not a database URL Optuna can open.
-    """
-    import warnings
-
-    import optuna
-    import sqlalchemy.exc
-
-    # Heartbeats are what make a killed worker's point detectable; Optuna marks
-    # them experimental and expects Study.optimize, but ask/tell with our own
-    # heartbeat thread is the documented way to drive them by hand.
-    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-    warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed")
-    if "://" not in url:
-        raise SearchError(
-            f"storage {redact_url(url)!r} is not a database URL; use sqlite:///PATH or "
-            "postgresql://USER@HOST/DB"
-        )
-    url = sqlalchemy_url(url)
-    engine_kwargs: dict[str, Any] = {}
-    if url.startswith("sqlite"):
-        engine_kwargs = {"connect_args": {"timeout": 60}}
-    else:
-        engine_kwargs = {"pool_pre_ping": True}
-    # Workers started together race to create the schema of a new database
-    # ("table studies already exists", alembic's version row); the loser
-    # retries and finds it made.
-    for attempt in range(6):
-        try:
-            return optuna.storages.RDBStorage(
-                url,
-                engine_kwargs=engine_kwargs,
-                heartbeat_interval=HEARTBEAT_S,
-                grace_period=GRACE_S,
-            )
-        except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError) as exc:
-            racing = ("already exists", "locked", "UNIQUE constraint", "duplicate key")
-            if attempt == 5 or not any(word in str(exc) for word in racing):
-                raise SearchError(
-                    f"cannot open Optuna storage {redact_url(url)}: {redact_text(str(exc.orig))}"
-                ) from None
-            time.sleep(0.2 + random.random() * 0.5)
-        except (sqlalchemy.exc.ArgumentError, ImportError) as exc:
-            raise SearchError(
-                f"cannot open Optuna storage {redact_url(url)}: {redact_text(str(exc))}"
-            ) from None
-    raise AssertionError("unreachable")
-
-
 def load_study(
     name: str,
     storage: str,
@@ -154,8 +83,12 @@ def load_study(
     *,
     seed: int | None = None,
     create: bool = True,
+    pruner: optuna.pruners.BasePruner | None = None,
 ) -> optuna.Study:
     """Create or resume (``load_if_exists``) the Optuna study ``name`` in ``storage``.
+
+    ``pruner`` judges ``Trial.should_prune`` (None: Optuna's default, never
+    asked here); tunelab passes :func:`tuner.studies.pruning.make_optuna_pruner`.
 
     Raises:
         SearchError: The stored study optimises other objectives, or does not exist
@@ -177,7 +110,7 @@ def load_study(
     )
     if not create:
         try:
-            return optuna.load_study(study_name=name, storage=store, sampler=sampler)
+            return optuna.load_study(study_name=name, storage=store, sampler=sampler, pruner=pruner)
         except KeyError:
             names = [s.study_name for s in optuna.get_all_study_summaries(store)]
             raise SearchError(
@@ -188,6 +121,7 @@ def load_study(
         storage=store,
         directions=directions,
         sampler=sampler,
+        pruner=pruner,
         load_if_exists=True,
     )
     stored = study.user_attrs.get("tunelab_objectives")
@@ -289,6 +223,12 @@ def tell_outcome(
     from tuner.trials.model import TrialStatus
 
     constraints = list(constraints)
+    if is_pruned(done):
+        # Stopped early, dominated: Optuna's own PRUNED (its last reported rate ranks it).
+        ot.set_user_attr("pruned_reason", (done.failure_reason or "pruned")[:500])
+        ot.set_user_attr("stopped_early", True)
+        opt.tell(ot, state=TrialState.PRUNED)
+        return TrialState.PRUNED
     if done.status is TrialStatus.SKIPPED:
         errors = [f["message"] for f in done.findings if f.get("severity") == "error"]
         ot.set_user_attr("pruned_reason", "; ".join(errors)[:500] or "rules")
@@ -368,7 +308,8 @@ def _tell_committed(
         done = store.get(trial_id)
     except Exception:
         return False
-    if done.status not in (TrialStatus.DONE, TrialStatus.FAILED, TrialStatus.SKIPPED):
+    settled = (TrialStatus.DONE, TrialStatus.FAILED, TrialStatus.SKIPPED)
+    if done.status not in settled and not is_pruned(done):
         return False
     objectives = list(study.user_attrs.get("tunelab_objectives") or [done.objective])
     live = optuna.trial.Trial(study, frozen._trial_id)
@@ -428,6 +369,7 @@ class SearchReport:
     recovered: list[int]
     best: list[dict[str, Any]] = field(default_factory=list)
     trials: list[str] = field(default_factory=list)
+    stopped_early: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -468,12 +410,17 @@ async def run_search(
     latency_metric: str = LATENCY_METRIC,
     seed: int | None = None,
     on_trial: Callable[[Trial], None] | None = None,
+    prune: bool = True,
 ) -> SearchReport:
     """Run ``n_trials`` measured points of the study (resuming it if it exists).
 
     Rule-invalid points do not count towards ``n_trials`` (they cost no
     engine start); to stop a space where nearly everything is invalid from
-    looping, at most ``3 * n_trials + 10`` points are asked.
+    looping, at most ``3 * n_trials + 10`` points are asked. With ``prune``
+    (throughput mode only) each point reports its interim rate to Optuna
+    (``Trial.report``) and is stopped when ``Trial.should_prune`` finds it
+    clearly dominated (:mod:`tuner.studies.pruning`); such a point counts
+    towards ``n_trials`` (it cost an engine start) as ``stopped_early``.
 
     Raises:
         SearchError: No parameters, n_trials < 1, or an unusable storage/study.
@@ -486,7 +433,11 @@ async def run_search(
         raise SearchError(f"--trials must be >= 1, got {n_trials}")
     url = storage or default_storage()
     objectives = objectives_for(mode, latency_metric)
-    opt = load_study(study, url, objectives, seed=seed)
+    pruner = None
+    if prune and mode == "throughput" and prunable(objectives[0]):
+        # With an SLO a running peer may still miss it: only finished, SLO-meeting peers count.
+        pruner = make_optuna_pruner(peers_running=not space.constraints)
+    opt = load_study(study, url, objectives, seed=seed, pruner=pruner)
     base = base.with_values({k: v for k, v in space.fixed.items() if k not in WORKLOAD_KEYS})
     check_same_setup(opt, base, workload, space)
     recovered = recover_study(opt, runner.store, space.constraints)
@@ -506,17 +457,20 @@ async def run_search(
     async def worker() -> None:
         while budget.take():
             done = await _measure_one(
-                opt, base, workload, space, runner, study, url, owner, objectives
+                opt, base, workload, space, runner, study, url, owner, objectives, pruner
             )
             trial, outcome = done
             report.trials.append(trial.id)
-            if outcome is TrialState.PRUNED:
+            stopped = is_pruned(trial)
+            if stopped:
+                report.stopped_early += 1
+            elif outcome is TrialState.PRUNED:
                 report.pruned += 1
             elif outcome is TrialState.COMPLETE:
                 report.measured += 1
             else:
                 report.failed += 1
-            budget.finished(outcome is TrialState.COMPLETE or outcome is TrialState.FAIL)
+            budget.finished(stopped or outcome in (TrialState.COMPLETE, TrialState.FAIL))
             if on_trial is not None:
                 on_trial(trial)
 
@@ -562,8 +516,13 @@ async def _measure_one(
     url: str,
     owner: str,
     objectives: list[str],
+    pruner: Any = None,
 ) -> tuple[Trial, Any]:
-    """Ask one point, measure it on a free slot, tell the outcome: (trial, Optuna state)."""
+    """Ask one point, measure it on a free slot, tell the outcome: (trial, Optuna state).
+
+    With a ``pruner`` the point's interim rates are reported to Optuna as it
+    runs, and the point is stopped when ``should_prune`` says so.
+    """
     from optuna.trial import TrialState
 
     from tuner.trials.model import Trial
@@ -589,7 +548,8 @@ async def _measure_one(
     ot.set_user_attr("tunelab_trial_id", trial.id)
     try:
         with _Heartbeat(opt._storage, ot._trial_id):
-            done = await runner.one(trial)
+            watch = _reporter(ot, pruner) if pruner is not None else None
+            done = await runner.one(trial, watch=watch)
     except BaseException:
         # Ctrl-C or a bug: the point was not measured; say so in the study at once.
         with contextlib.suppress(Exception):
@@ -597,3 +557,19 @@ async def _measure_one(
             opt.tell(ot, state=TrialState.FAIL)
         raise
     return done, tell_outcome(opt, ot, done, objectives, space.constraints)
+
+
+def _reporter(ot: optuna.Trial, pruner: Any) -> Callable[[Trial, BenchProgress], Any]:
+    """The watch of one point: report each reading to Optuna, stop when it should be pruned."""
+    log = ReadingLog()
+
+    def watch(trial: Trial, progress: BenchProgress) -> Any:
+        if not log.add(progress):
+            return None
+        step, rate = log.readings[-1]
+        ot.report(rate, step)
+        if not ot.should_prune():
+            return None
+        return pruner.decisions.get(ot.number)
+
+    return watch

@@ -16,12 +16,13 @@ add a minute of start-up per point and noise nobody asked about.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from tuner.errors import TunelabError
 from tuner.studies.common import meets, study_name, value_of
+from tuner.studies.pruning import PruneMonitor, is_pruned, prunable
 from tuner.studies.space import Constraint, Param
 from tuner.studies.stats import Direction, metric_direction
 
@@ -68,6 +69,7 @@ class SweepPoint:
             "met_slo": self.met_slo,
             "trials": [t.id for t in self.trials],
             "statuses": [str(t.status) for t in self.trials],
+            "pruned": [t.id for t in self.trials if is_pruned(t)],
         }
 
 
@@ -131,6 +133,128 @@ def _better(a: float, b: float, direction: Direction) -> bool:
     return a > b if direction is Direction.HIGHER else a < b
 
 
+def _plan_points(
+    param: Param,
+    current: dict[str, Any],
+    base: EngineConfig,
+    workload: Workload,
+    measured: dict[str, SweepPoint],
+) -> tuple[list[SweepPoint], list[SweepPoint]]:
+    """The step's points (in value order) and the fresh ones among them (not measured before)."""
+    points: list[SweepPoint] = []
+    fresh: list[SweepPoint] = []
+    for value in param.values():
+        at = {**current, param.key: value}
+        # Identity is what really runs (config + workload), so a point that a
+        # later step reaches again (e.g. the base's own concurrency) is reused.
+        key = _identity(*_apply(base, workload, at))
+        if key in measured:
+            seen = measured[key]
+            alias = SweepPoint(param.key, value, at, seen.trials, seen.met_slo)
+            measured[key] = alias  # the latest, most specific description
+            points.append(alias)
+            continue
+        point = SweepPoint(param.key, value, at)
+        measured[key] = point
+        points.append(point)
+        fresh.append(point)
+    return points, fresh
+
+
+def _batch(
+    fresh: Sequence[SweepPoint],
+    param: Param,
+    base: EngineConfig,
+    workload: Workload,
+    plan: _Plan,
+) -> list[tuple[SweepPoint, Trial]]:
+    """The step's trials, repeats interleaved across points (rep 0 of every point first)."""
+    from tuner.trials.model import Trial
+
+    batch: list[tuple[SweepPoint, Trial]] = []
+    for rep in range(plan.repeats):
+        for point in fresh:
+            config, load = _apply(base, workload, point.values)
+            trial = Trial(
+                config=config,
+                workload=load,
+                study=plan.study,
+                objective=plan.objective,
+                repeat=rep,
+                tags={
+                    "kind": "sweep",
+                    "knob": param.key,
+                    "value": point.value,
+                    "values": point.values,
+                    "slo": [str(c) for c in plan.constraints],
+                },
+            )
+            batch.append((point, trial))
+    return batch
+
+
+async def _measure(
+    batch: list[tuple[SweepPoint, Trial]], param: Param, runner: TrialRunner, plan: _Plan
+) -> None:
+    """Run the step's trials and attach them to their points.
+
+    Workload-only steps share one engine; knob steps run side by side on the
+    GPU slots, and a point clearly dominated a short window into its run is
+    stopped (:mod:`tuner.studies.pruning`) when ``plan.prune`` allows it.
+    """
+    if param.is_workload:
+        finished = await runner.many([t for _, t in batch])
+        for (point, _), trial in zip(batch, finished, strict=True):
+            point.trials.append(trial)
+            if plan.on_trial is not None:
+                plan.on_trial(trial)
+        return
+    monitor = None
+    if plan.prune and prunable(plan.objective):
+        # With an SLO a running peer may still miss it: only finished, SLO-meeting peers count.
+        monitor = PruneMonitor(peers_running=not plan.constraints)
+        for point, trial in batch:
+            monitor.enrol(trial, str(id(point)))  # repeats of a point share it
+
+    def on_done(trial: Trial) -> None:
+        if monitor is not None:
+            monitor.finished(trial, meets(trial, plan.constraints))
+        if plan.on_trial is not None:
+            plan.on_trial(trial)
+
+    watch = monitor.observe if monitor is not None else None
+    finished = await runner.all([t for _, t in batch], on_done=on_done, watch=watch)
+    for (point, _), done in zip(batch, finished, strict=True):
+        point.trials.append(done)
+
+
+def _best_of(
+    points: Iterable[SweepPoint], objective: str, direction: Direction
+) -> SweepPoint | None:
+    """The point with the best objective among those that met the SLO (first on ties)."""
+    best: SweepPoint | None = None
+    best_score: float | None = None
+    for point in points:
+        score = point.objective(objective)
+        if not point.met_slo or score is None:
+            continue
+        if best is None or best_score is None or _better(score, best_score, direction):
+            best, best_score = point, score
+    return best
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What every step of one sweep shares."""
+
+    study: str
+    objective: str
+    repeats: int
+    constraints: Sequence[Constraint]
+    prune: bool
+    on_trial: Callable[[Trial], None] | None
+
+
 async def run_sweep(
     base: EngineConfig,
     workload: Workload,
@@ -142,6 +266,7 @@ async def run_sweep(
     objective: str = "output_throughput",
     study: str | None = None,
     on_trial: Callable[[Trial], None] | None = None,
+    prune: bool = True,
 ) -> SweepReport:
     """Sweep ``params[0]``; with more params, coordinate descent over them in order.
 
@@ -155,100 +280,46 @@ async def run_sweep(
         objective: The result key that picks the best value.
         study: Study name (default ``sweep-<time>``).
         on_trial: Called with each trial once final.
+        prune: Stop a knob point whose interim throughput is clearly below
+            another point of the same step (throughput objectives only; a
+            pruned point is never kept as best).
 
     Raises:
         SweepError: No params, repeats < 1, or a param without listed values.
     """
-    from tuner.trials.model import Trial
-
     if not params:
         raise SweepError("nothing to sweep: give at least one KEY=V1,V2,...")
     if repeats < 1:
         raise SweepError(f"repeats must be >= 1, got {repeats}")
-    name = study or study_name("sweep")
+    plan = _Plan(
+        study or study_name("sweep"), objective, repeats, tuple(constraints), prune, on_trial
+    )
     direction = metric_direction(objective)
     current: dict[str, Any] = {}
     measured: dict[str, SweepPoint] = {}
     steps: list[SweepStep] = []
     for param in params:
-        values = param.values()
-        points: list[SweepPoint] = []
-        fresh: list[SweepPoint] = []
-        for value in values:
-            at = {**current, param.key: value}
-            # Identity is what really runs (config + workload), so a point that a
-            # later step reaches again (e.g. the base's own concurrency) is reused.
-            key = _identity(*_apply(base, workload, at))
-            if key in measured:
-                seen = measured[key]
-                alias = SweepPoint(param.key, value, at, seen.trials, seen.met_slo)
-                measured[key] = alias  # the latest, most specific description
-                points.append(alias)
-                continue
-            point = SweepPoint(param.key, value, at)
-            measured[key] = point
-            points.append(point)
-            fresh.append(point)
-        batch: list[tuple[SweepPoint, Trial]] = []
-        for rep in range(repeats):
-            for point in fresh:
-                config, load = _apply(base, workload, point.values)
-                trial = Trial(
-                    config=config,
-                    workload=load,
-                    study=name,
-                    objective=objective,
-                    repeat=rep,
-                    tags={
-                        "kind": "sweep",
-                        "knob": param.key,
-                        "value": point.value,
-                        "values": point.values,
-                        "slo": [str(c) for c in constraints],
-                    },
-                )
-                batch.append((point, trial))
-        if param.is_workload and batch:
-            finished = await runner.many([t for _, t in batch])
-            for (point, _), trial in zip(batch, finished, strict=True):
-                point.trials.append(trial)
-                if on_trial is not None:
-                    on_trial(trial)
-        else:
-            # Side by side on the GPU slots (one after another without GPUs).
-            finished = await runner.all([t for _, t in batch], on_done=on_trial)
-            for (point, _), done in zip(batch, finished, strict=True):
-                point.trials.append(done)
+        points, fresh = _plan_points(param, current, base, workload, measured)
+        batch = _batch(fresh, param, base, workload, plan)
+        if batch:
+            await _measure(batch, param, runner, plan)
         for point in fresh:
             point.met_slo = bool(point.trials) and all(meets(t, constraints) for t in point.trials)
         step = SweepStep(param.key, points)
-        best: SweepPoint | None = None
-        for point in points:
-            score = point.objective(objective)
-            if not point.met_slo or score is None:
-                continue
-            best_score = best.objective(objective) if best else None
-            if best is None or best_score is None or _better(score, best_score, direction):
-                best = point
+        best = _best_of(points, objective, direction)
         if best is None:
             step.note = f"no value of {param.key} finished within the SLO; kept it unset"
         else:
             step.best = best.value
             current[param.key] = best.value
         steps.append(step)
-    best_point = None
-    for point in measured.values():
-        score = point.objective(objective)
-        if point.met_slo and score is not None:
-            top = best_point.objective(objective) if best_point else None
-            if best_point is None or top is None or _better(score, top, direction):
-                best_point = point
+    best_point = _best_of(measured.values(), objective, direction)
     best_trial = None
     if best_point is not None:
         finished = [t for t in best_point.trials if value_of(t, objective) is not None]
         best_trial = finished[0].id if finished else None
     return SweepReport(
-        study=name,
+        study=plan.study,
         objective=objective,
         steps=steps,
         best_values=dict(best_point.values) if best_point else {},

@@ -4,7 +4,8 @@ The CLI's progress display and the TUI subscribe to these instead of polling
 the store or the log file. They mirror the engine's own events one level up:
 a trial adds the rules verdict, the stages of a run (start, warm-up,
 measurement, stop) and the benchmark's progress, and ends with exactly one of
-done, failed or skipped.
+done, failed, skipped or pruned (stopped early by a study, see
+:mod:`tuner.studies.pruning`).
 """
 
 from __future__ import annotations
@@ -88,6 +89,18 @@ class TrialFailed:
 
 
 @dataclass(frozen=True)
+class TrialPruned:
+    """The trial was stopped early: its interim throughput was clearly dominated.
+
+    Final like done/failed/skipped: the engine is stopped, the trial is stored
+    with ``tags["pruned"]`` (the decision) and a reason starting ``pruned:``.
+    """
+
+    trial: Trial
+    reason: str
+
+
+@dataclass(frozen=True)
 class TrialSkipped:
     """The rules found errors; no engine was started."""
 
@@ -104,5 +117,6 @@ TrialEvent = (
     | TrialDone
     | TrialFailed
     | TrialSkipped
+    | TrialPruned
 )
 TrialEventCallback = Callable[[TrialEvent], None]

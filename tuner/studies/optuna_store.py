@@ -1,0 +1,101 @@
+"""Where Optuna studies live: the storage URL and opening it safely.
+
+The default is ``sqlite:///<data_dir>/optuna.db``; any SQLAlchemy URL works,
+and a ``postgresql://`` URL lets several GPU nodes share one study. Opened
+with heartbeats (a killed worker's point is detectable) and retries for
+workers that race to create the schema. Split from :mod:`tuner.studies.search`
+to keep that module small; ``search`` re-exports these names.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import TYPE_CHECKING, Any
+
+from tuner.errors import TunelabError
+from tuner.redact import redact_text, redact_url
+
+if TYPE_CHECKING:
+    import optuna
+
+HEARTBEAT_S = 10
+GRACE_S = 60
+OPTUNA_DB = "optuna.db"
+
+
+class SearchError(TunelabError, ValueError):
+    """A search that cannot run as asked; says what to change."""
+
+
+def default_storage() -> str:
+    """``sqlite:///<data_dir>/optuna.db`` (moved by TUNELAB_HOME)."""
+    from tuner import paths
+
+    return f"sqlite:///{paths.data_dir() / OPTUNA_DB}"
+
+
+def sqlalchemy_url(url: str) -> str:
+    """``postgresql://`` as SQLAlchemy reads it with the driver that is installed.
+
+    SQLAlchemy maps a bare ``postgresql://`` to psycopg2; tunelab's ``postgres``
+    extra installs psycopg 3, so the URL names it when psycopg2 is absent.
+    """
+    import importlib.util
+
+    bare = url.startswith(("postgresql://", "postgres://"))
+    if bare and not importlib.util.find_spec("psycopg2") and importlib.util.find_spec("psycopg"):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
+
+
+def open_storage(url: str) -> optuna.storages.RDBStorage:
+    """An RDB storage with heartbeats; SQLite waits for its lock instead of failing.
+
+    Raises:
+        SearchError: The URL is not a database URL Optuna can open.
+    """
+    import warnings
+
+    import optuna
+    import sqlalchemy.exc
+
+    # Heartbeats are what make a killed worker's point detectable; Optuna marks
+    # them experimental and expects Study.optimize, but ask/tell with our own
+    # heartbeat thread is the documented way to drive them by hand.
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed")
+    if "://" not in url:
+        raise SearchError(
+            f"storage {redact_url(url)!r} is not a database URL; use sqlite:///PATH or "
+            "postgresql://USER@HOST/DB"
+        )
+    url = sqlalchemy_url(url)
+    engine_kwargs: dict[str, Any] = {}
+    if url.startswith("sqlite"):
+        engine_kwargs = {"connect_args": {"timeout": 60}}
+    else:
+        engine_kwargs = {"pool_pre_ping": True}
+    # Workers started together race to create the schema of a new database
+    # ("table studies already exists", alembic's version row); the loser
+    # retries and finds it made.
+    for attempt in range(6):
+        try:
+            return optuna.storages.RDBStorage(
+                url,
+                engine_kwargs=engine_kwargs,
+                heartbeat_interval=HEARTBEAT_S,
+                grace_period=GRACE_S,
+            )
+        except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError) as exc:
+            racing = ("already exists", "locked", "UNIQUE constraint", "duplicate key")
+            if attempt == 5 or not any(word in str(exc) for word in racing):
+                raise SearchError(
+                    f"cannot open Optuna storage {redact_url(url)}: {redact_text(str(exc.orig))}"
+                ) from None
+            time.sleep(0.2 + random.random() * 0.5)
+        except (sqlalchemy.exc.ArgumentError, ImportError) as exc:
+            raise SearchError(
+                f"cannot open Optuna storage {redact_url(url)}: {redact_text(str(exc))}"
+            ) from None
+    raise AssertionError("unreachable")
