@@ -53,7 +53,7 @@ from tuner.bench.prompts import (
     sharegpt_prompts,
 )
 from tuner.bench.server_metrics import ServerSummary, ServerWatcher
-from tuner.bench.workload import Workload, WorkloadError
+from tuner.bench.workload import DatasetKind, Workload, WorkloadError
 from tuner.errors import RunFailedError
 from tuner.redact import redact_url
 
@@ -264,20 +264,20 @@ async def _build_prompts(
     root: str | None,
 ) -> tuple[list[Prompt], list[Prompt], str, list[float] | None]:
     """(prompts, warm-ups, where prompts came from, trace offsets or None) for the dataset."""
-    kind = workload.dataset_kind or ("sharegpt" if workload.dataset_path else "random")
+    kind = workload.source_kind
     n, n_warm = workload.num_prompts, workload.warmup_requests
-    if kind == "sharegpt":
+    if kind is DatasetKind.SHAREGPT:
         prompts = sharegpt_prompts(workload, n)
         return prompts, sharegpt_prompts(workload, n_warm, salt=1), str(workload.dataset_path), None
-    if kind == "jsonl":
+    if kind is DatasetKind.JSONL:
         warm = jsonl_prompts(workload, n_warm, salt=1)
         return jsonl_prompts(workload, n), warm, str(workload.dataset_path), None
     pool = await _token_pool(client, tokenizer_path, model, root)
-    if kind == "trace":
+    if kind is DatasetKind.TRACE:
         prompts, offsets = trace_requests(workload, pool)
         warm = random_prompts(workload, pool, n_warm, salt=1)
         return prompts, warm, f"trace {workload.dataset_path} ({pool.source})", offsets
-    if kind == "prefix":
+    if kind is DatasetKind.PREFIX:
         warm = prefix_prompts(workload, pool, n_warm, salt=1)
         return prefix_prompts(workload, pool, n), warm, pool.source, None
     warm = random_prompts(workload, pool, n_warm, salt=1)

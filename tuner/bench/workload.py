@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any, Literal
 
 from tuner.errors import TunelabError
@@ -26,7 +27,29 @@ class WorkloadError(TunelabError, ValueError):
     """A workload that cannot be run; the message says what to change."""
 
 
-DATASET_KINDS = ("", "sharegpt", "jsonl", "trace", "prefix")
+class DatasetKind(StrEnum):
+    """Where a workload's prompts come from.
+
+    A StrEnum, so the stored and printed form is the plain word ("" for AUTO)
+    and a kind read back from JSON compares equal to the member.
+    """
+
+    AUTO = ""  # ShareGPT when dataset_path is set, else RANDOM
+    SHAREGPT = "sharegpt"
+    JSONL = "jsonl"
+    TRACE = "trace"
+    PREFIX = "prefix"
+    RANDOM = "random"  # what AUTO means without a dataset file; not given by users
+
+
+# The kinds a user may ask for (RANDOM is what no --dataset means).
+DATASET_KINDS = (
+    DatasetKind.AUTO,
+    DatasetKind.SHAREGPT,
+    DatasetKind.JSONL,
+    DatasetKind.TRACE,
+    DatasetKind.PREFIX,
+)
 
 
 @dataclass(frozen=True)
@@ -77,7 +100,7 @@ class Workload:
     warmup_requests: int = 0
     seed: int = 0
     dataset_path: str | None = None
-    dataset_kind: str = ""
+    dataset_kind: DatasetKind = DatasetKind.AUTO
     prefix_groups: int = 0
     prefix_len: int = 0
     endpoint: Endpoint = "completions"
@@ -88,6 +111,15 @@ class Workload:
 
     def __post_init__(self) -> None:
         self.validate()
+        # A kind given as text (CLI, JSON) is held as the enum from here on.
+        object.__setattr__(self, "dataset_kind", DatasetKind(self.dataset_kind))
+
+    @property
+    def source_kind(self) -> DatasetKind:
+        """The kind the prompts really come from: AUTO resolved to SHAREGPT or RANDOM."""
+        if self.dataset_kind != DatasetKind.AUTO:
+            return DatasetKind(self.dataset_kind)
+        return DatasetKind.SHAREGPT if self.dataset_path else DatasetKind.RANDOM
 
     def validate(self) -> None:
         """Raise WorkloadError naming the first bad field and a valid range."""
@@ -121,11 +153,12 @@ class Workload:
                 f"dataset kind must be one of {', '.join(k or 'sharegpt' for k in DATASET_KINDS)}, "
                 f"got {self.dataset_kind!r}"
             )
-        if self.dataset_kind == "trace" and self.duration_s is not None:
+        if self.dataset_kind == DatasetKind.TRACE and self.duration_s is not None:
             raise WorkloadError("a trace sets its own arrival times; drop --duration")
-        if self.dataset_kind in ("jsonl", "trace") and not self.dataset_path:
+        if self.dataset_kind in (DatasetKind.JSONL, DatasetKind.TRACE) and not self.dataset_path:
             raise WorkloadError(f"the {self.dataset_kind} dataset needs --dataset FILE.jsonl")
-        if self.dataset_kind == "prefix" and not (self.prefix_groups >= 1 and self.prefix_len >= 1):
+        needs_prefix = not (self.prefix_groups >= 1 and self.prefix_len >= 1)
+        if self.dataset_kind == DatasetKind.PREFIX and needs_prefix:
             raise WorkloadError(
                 "the prefix dataset needs --prefix-groups N >= 1 and --prefix-len L >= 1 tokens"
             )
@@ -146,6 +179,7 @@ class Workload:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (inf rate written as the string "inf", as vLLM does)."""
         data = asdict(self)
+        data["dataset_kind"] = DatasetKind(self.dataset_kind).value
         if math.isinf(self.request_rate):
             data["request_rate"] = "inf"
         return data
