@@ -1,7 +1,8 @@
 """Runs trials: rules check, engine start, warm-up, measured run, stop — and records each step.
 
 ``run_trial`` is what every study calls; ``run_workloads`` runs several trials
-that share one config on ONE engine (a concurrency sweep needs no restart).
+that share one config on ONE engine (a concurrency sweep needs no restart);
+each measured run is :class:`tuner.trials.session.EngineSession`'s.
 Rules with errors skip a trial before any engine starts. Each state change is
 committed to the store as it happens, so a kill at any point leaves a
 truthful row. During the measured run the benchmark is raced against the
@@ -23,253 +24,19 @@ from typing import TYPE_CHECKING, Any
 
 from tuner.engine import effective, proctree
 from tuner.engine.spec import resolve_entry
-from tuner.guard import GuardSettings, run_probes
+from tuner.guard import GuardSettings
 from tuner.trials.context import RunContext, check_trial, resolve_context
-from tuner.trials.events import (
-    TrialBackend,
-    TrialDone,
-    TrialEvent,
-    TrialEventCallback,
-    TrialFailed,
-    TrialLog,
-    TrialProgress,
-    TrialQueued,
-    TrialSkipped,
-    TrialStage,
-)
-from tuner.trials.guard_check import guard_reference
+from tuner.trials.events import TrialEventCallback, TrialQueued, TrialSkipped, TrialStage
 from tuner.trials.model import Trial, TrialStatus
+from tuner.trials.session import MAX_FAILED_FRACTION, EngineCrashed, EngineSession
 from tuner.trials.store import TrialNotFound, TrialStore, this_process
 
 if TYPE_CHECKING:
-    from tuner.bench.progress import BenchProgress
-    from tuner.engine import Engine
-    from tuner.engine.events import EngineEvent
+    from tuner.config import EngineConfig
+    from tuner.engine import Engine, EngineSpec
     from tuner.telemetry.sampler import Sampler
 
-
-# A run in which more than this share of requests failed is a failed trial:
-# its surviving requests saw less load and would rank the broken config first.
-MAX_FAILED_FRACTION = 0.05
-
-
-class _Session:
-    """One engine serving a sequence of trials; routes events and watches for crashes."""
-
-    def __init__(
-        self,
-        store: TrialStore,
-        on_event: TrialEventCallback | None,
-        sampler: Sampler | None,
-        gpu_indices: list[int] | None,
-    ) -> None:
-        self.store = store
-        self.on_event = on_event
-        self.sampler = sampler
-        self.gpu_indices = gpu_indices
-        self.current: Trial | None = None
-        self.group: list[Trial] = []
-        self.engine: Engine | None = None
-        # The output-drift guard after each measured run (None: off).
-        self.guard: GuardSettings | None = GuardSettings()
-
-    # -- events ------------------------------------------------------------------
-    def emit(self, event: TrialEvent) -> None:
-        if self.on_event is None:
-            return
-        with contextlib.suppress(Exception):  # a watcher's bug must not fail the trial
-            self.on_event(event)
-
-    def on_engine_event(self, event: EngineEvent) -> None:
-        from tuner.engine import proctree
-        from tuner.engine.events import EngineBackendChosen, EngineLog, EngineStarting
-
-        trial = self.current
-        if trial is None:
-            return
-        if isinstance(event, EngineLog):
-            self.emit(TrialLog(trial.id, event.line))
-        elif isinstance(event, EngineStarting):
-            ref = proctree.ref(event.pid)
-            for member in self.group:
-                member.engine_pid = event.pid
-                member.engine_created = ref.created if ref else None
-                self.store.save(member)
-        elif isinstance(event, EngineBackendChosen):
-            self.emit(
-                TrialBackend(trial.id, trial.backend_requested, event.backend, event.inferred)
-            )
-
-    # -- crash watch -------------------------------------------------------------
-    def dead_member(self) -> str | None:
-        """Why the engine died (the engine notices any member of its tree dying), else None."""
-        assert self.engine is not None
-        if self.engine.exited.is_set():
-            return self.engine.failure_reason or "the server exited"
-        return None
-
-    async def watch_crash(self) -> str:
-        """Returns the reason as soon as the engine reports a dead process (~100 ms)."""
-        assert self.engine is not None
-        await self.engine.exited.wait()
-        return f"the engine crashed during the measured run: {self.dead_member()}"
-
-    # -- one measurement -----------------------------------------------------------
-    async def measure(self, trial: Trial, model: str) -> None:
-        """Warm-up and measured run of one trial on the running engine; records the outcome."""
-        from tuner.bench.runner import run_benchmark
-
-        assert self.engine is not None and self.engine.url is not None
-        self.current = trial
-        wl = trial.workload
-        self.store.update_status(trial, TrialStatus.MEASURING)
-        self.emit(TrialStage(trial.id, "warmup" if wl.warmup_requests else "measuring"))
-        sampler = self.sampler
-        marks: dict[str, float] = {}
-        if sampler is not None:
-            marks["t0"] = sampler.now()
-
-        def progress(p: BenchProgress) -> None:
-            if "measuring" not in marks:
-                marks["measuring"] = time.monotonic() - p.elapsed_s
-                if sampler is not None:
-                    marks["t0"] = sampler.now() - p.elapsed_s
-                if wl.warmup_requests:
-                    self.emit(TrialStage(trial.id, "measuring"))
-            self.emit(TrialProgress(trial.id, p))
-
-        t_start = time.monotonic()
-        bench = asyncio.ensure_future(
-            run_benchmark(self.engine.url, model, wl, on_progress=progress)
-        )
-        crash = asyncio.ensure_future(self.watch_crash())
-        try:
-            await asyncio.wait({bench, crash}, return_when=asyncio.FIRST_COMPLETED)
-        except BaseException:
-            bench.cancel()
-            crash.cancel()
-            raise
-        if crash.done() and not bench.done():
-            # Commit the failure first; winding the benchmark down may take a moment.
-            reason = crash.result()
-            trial.timings["bench_s"] = time.monotonic() - t_start
-            self.fail(trial, reason)
-            bench.cancel()
-            with contextlib.suppress(BaseException):
-                await bench
-            raise _EngineCrashed(reason)
-        crash.cancel()
-        with contextlib.suppress(BaseException):
-            await crash
-        trial.timings["bench_s"] = time.monotonic() - t_start
-        # Requests to a dying server fail fast, so the benchmark can end before
-        # the watch ticks: a dead engine fails the trial, whatever the numbers say.
-        dead = self.dead_member()
-        if dead is not None:
-            reason = f"the engine crashed during the measured run: {dead}"
-            self.fail(trial, reason)
-            raise _EngineCrashed(reason)
-        try:
-            result = bench.result()
-        except Exception as exc:
-            self.fail(trial, f"the benchmark failed: {type(exc).__name__}: {exc}")
-            return
-        data = result.to_dict()
-        completed = int(data.get("completed") or 0)
-        failed = int(data.get("failed") or 0)
-        tl = data["tunelab"]
-        examples = (
-            "; ".join(
-                f"{tl['failures'].get(kind, 0)} x {kind}: {text}"
-                for kind, text in list(tl["failure_examples"].items())[:3]
-            )
-            or "no detail"
-        )
-        if completed == 0:
-            self.fail(trial, f"every request failed ({examples}); nothing was measured")
-            return
-        telemetry = await self.telemetry(marks.get("t0"), data.get("total_output_tokens"))
-        server = data.get("tunelab", {}).get("server")
-        if failed > MAX_FAILED_FRACTION * (completed + failed):
-            # Kept for diagnosis, but a failed trial is never ranked.
-            why = (
-                f"{failed} of {completed + failed} requests failed ({examples}); above "
-                f"{MAX_FAILED_FRACTION:.0%} failed the figures of the rest are not comparable "
-                "(fast refusals make the survivors look better)"
-            )
-            self.store.update_status(
-                trial,
-                TrialStatus.FAILED,
-                failure_reason=why,
-                results=data,
-                server=server,
-                telemetry=telemetry,
-            )
-            self.emit(TrialFailed(trial, why))
-            return
-        if self.guard is not None:
-            await self.run_guard(trial, model, self.guard)
-        self.store.save_result(trial, data, server=server, telemetry=telemetry)
-        self.emit(TrialDone(trial))
-
-    # -- output-drift guard (issue 16) ----------------------------------------------
-    async def run_guard(self, trial: Trial, model: str, settings: GuardSettings) -> None:
-        """Greedy probes on this engine into ``trial.guard``; their failure never fails the trial.
-
-        The study baseline's tokens (if it has a guard) are scored teacher-forced.
-        The thresholds of ``settings`` are recorded with the run, so the verdict
-        read later judges it as the user asked.
-        """
-        assert self.engine is not None and self.engine.url is not None
-        ref = await asyncio.to_thread(guard_reference, self.store, trial)
-        run = await run_probes(
-            self.engine.url,
-            model,
-            settings.probes,
-            settings.tokens,
-            reference=ref[1] if ref else None,
-            reference_id=ref[0] if ref else None,
-        )
-        run.thresholds = settings.thresholds
-        trial.guard = run.to_dict()
-        trial.timings["guard_s"] = run.seconds
-
-    async def telemetry(self, t0: float | None, tokens: Any) -> dict[str, Any] | None:
-        """The GPU window over the measured run, restricted to this engine's GPUs.
-
-        Energy is integrated between samples, so the window is closed only once
-        the sampler has a sample after its end (at most ~2 periods of waiting);
-        without one, coverage stays below 1 and tokens per joule is left None
-        rather than guessed. The sampler's ring buffer must span the run
-        (``history`` >= run seconds x rate) for the start to be covered.
-        """
-        sampler = self.sampler
-        if sampler is None or t0 is None:
-            return None
-        from tuner.telemetry.sampler import WindowSummary
-
-        t1 = sampler.now()
-        deadline = time.monotonic() + 2.0 / sampler.rate_hz + sampler.read_timeout
-        while (
-            sampler.running and (sampler.latest_time or -1.0) < t1 and time.monotonic() < deadline
-        ):
-            await asyncio.sleep(0.01)
-        window = sampler.window(t0, t1)
-        if self.gpu_indices is not None:
-            window = WindowSummary(
-                window.t0, window.t1, tuple(g for g in window.gpus if g.index in self.gpu_indices)
-            )
-        out = window.to_dict()
-        out["tokens_per_joule"] = window.tokens_per_joule(float(tokens)) if tokens else None
-        return out
-
-    def fail(self, trial: Trial, reason: str) -> None:
-        self.store.update_status(trial, TrialStatus.FAILED, failure_reason=reason)
-        self.emit(TrialFailed(trial, reason))
-
-
-class _EngineCrashed(Exception):
-    """The engine died during a measured run (the trial is already marked failed)."""
+__all__ = ["MAX_FAILED_FRACTION", "RunContext", "run_trial", "run_workloads"]
 
 
 def _guard_settings(guard: bool | GuardSettings) -> GuardSettings | None:
@@ -330,20 +97,13 @@ async def run_workloads(
         asyncio.CancelledError: When cancelled; the active trials are marked
             interrupted and the engine is stopped first.
     """
-    from pathlib import Path
-
-    from tuner import paths
-    from tuner.engine import Engine, EngineSpec
+    from tuner.engine import Engine
 
     if not trials:
         return []
-    config = trials[0].config
-    if any(t.config.config_id != config.config_id for t in trials):
-        raise ValueError(
-            "run_workloads needs trials of one config; run differing configs with run_trial"
-        )
+    config = _one_config(trials)
     t_begin = time.monotonic()
-    session = _Session(store, on_event, sampler, gpu_indices)
+    session = EngineSession(store, on_event, sampler, gpu_indices)
     session.guard = _guard_settings(guard)
     _admit(trials, store, session)
     if context is None:
@@ -353,23 +113,13 @@ async def run_workloads(
         return list(trials)
 
     first = runnable[0]
-    log_path = paths.trials_dir() / first.id / "engine.log"
-    entry = "auto" if engine_command else await asyncio.to_thread(resolve_entry, python)
-    # Recovery's proof that this engine is ours: a random token in its environment,
-    # also stored in the rows (tuner.engine.proctree.proven_engine; issue 19).
-    token = secrets.token_hex(16)
-    spec = EngineSpec(
-        config=config,
-        log_path=log_path,
-        python=python,
-        entry=entry,  # type: ignore[arg-type]
-        startup_timeout=startup_timeout,
-        extra_env={**(extra_env or {}), proctree.TOKEN_ENV: token},
-        command=engine_command,
-        cwd=Path(engine_cwd) if engine_cwd else None,
+    spec, token = await _engine_spec(
+        first, python, startup_timeout, extra_env, engine_command, engine_cwd
     )
     slot = (extra_env or {}).get("CUDA_VISIBLE_DEVICES")
-    _mark_starting(runnable, store, str(log_path), token, _gpu_names(sampler, gpu_indices), slot)
+    _mark_starting(
+        runnable, store, str(spec.log_path), token, _gpu_names(sampler, gpu_indices), slot
+    )
     session.group = runnable
     session.current = first
     session.emit(TrialStage(first.id, "starting", f"GPU slot {slot}" if slot else ""))
@@ -377,7 +127,57 @@ async def run_workloads(
     return list(trials)
 
 
-async def _serve(session: _Session, engine: Engine, runnable: list[Trial], t_begin: float) -> None:
+def _one_config(trials: Sequence[Trial]) -> EngineConfig:
+    """The config every trial shares (one engine serves them all).
+
+    Raises:
+        ValueError: When the trials do not share one config.
+    """
+    config = trials[0].config
+    if any(t.config.config_id != config.config_id for t in trials):
+        raise ValueError(
+            "run_workloads needs trials of one config; run differing configs with run_trial"
+        )
+    return config
+
+
+async def _engine_spec(
+    first: Trial,
+    python: str,
+    startup_timeout: float,
+    extra_env: dict[str, str] | None,
+    engine_command: list[str] | None,
+    engine_cwd: str | None,
+) -> tuple[EngineSpec, str]:
+    """The engine of ``first``'s config and its recovery token.
+
+    The log goes under the first trial's folder. The token, a random value in
+    the engine's environment also stored in the rows, is recovery's proof that
+    the engine is ours (tuner.engine.proctree.proven_engine; issue 19).
+    """
+    from pathlib import Path
+
+    from tuner import paths
+    from tuner.engine import EngineSpec
+
+    entry = "auto" if engine_command else await asyncio.to_thread(resolve_entry, python)
+    token = secrets.token_hex(16)
+    spec = EngineSpec(
+        config=first.config,
+        log_path=paths.trials_dir() / first.id / "engine.log",
+        python=python,
+        entry=entry,  # type: ignore[arg-type]
+        startup_timeout=startup_timeout,
+        extra_env={**(extra_env or {}), proctree.TOKEN_ENV: token},
+        command=engine_command,
+        cwd=Path(engine_cwd) if engine_cwd else None,
+    )
+    return spec, token
+
+
+async def _serve(
+    session: EngineSession, engine: Engine, runnable: list[Trial], t_begin: float
+) -> None:
     """The engine session: start, measure each trial in turn under crash watch, always stop.
 
     A start failure fails every trial with the reason; a cancel (Ctrl-C) or a
@@ -429,7 +229,7 @@ async def _serve(session: _Session, engine: Engine, runnable: list[Trial], t_beg
         _finish(store, runnable, engine, stop_s, t_begin)
 
 
-def _admit(trials: Sequence[Trial], store: TrialStore, session: _Session) -> None:
+def _admit(trials: Sequence[Trial], store: TrialStore, session: EngineSession) -> None:
     """Store trials not yet in ``store`` and announce them queued."""
     for trial in trials:
         try:
@@ -440,7 +240,7 @@ def _admit(trials: Sequence[Trial], store: TrialStore, session: _Session) -> Non
 
 
 def _apply_rules(
-    trials: Sequence[Trial], context: RunContext, store: TrialStore, session: _Session
+    trials: Sequence[Trial], context: RunContext, store: TrialStore, session: EngineSession
 ) -> list[Trial]:
     """Record each trial's findings; skip (no engine) those with errors. Returns the runnable."""
     runnable: list[Trial] = []
@@ -504,7 +304,7 @@ def _record_ready(
         store.save(trial)
 
 
-async def _measure_in_turn(session: _Session, pending: list[Trial], model: str) -> None:
+async def _measure_in_turn(session: EngineSession, pending: list[Trial], model: str) -> None:
     """Measure the pending trials one after another; a crash fails the rest.
 
     ``pending`` is emptied as trials reach a final state, so the caller's
@@ -514,7 +314,7 @@ async def _measure_in_turn(session: _Session, pending: list[Trial], model: str) 
         trial = pending[0]
         try:
             await session.measure(trial, model)
-        except _EngineCrashed as crash:
+        except EngineCrashed as crash:
             pending.pop(0)
             for rest in pending:
                 session.fail(

@@ -1,0 +1,298 @@
+"""One engine serving a sequence of trials: the measured run under crash watch, then the guard.
+
+The runner (tuner.trials.runner) starts the engine and hands each trial to
+an :class:`EngineSession`: it runs the benchmark raced against the engine
+dying (the engine's ``exited`` event fires within ~100 ms of any process of
+its tree dying), judges the result (too many failed requests fail the
+trial), takes the GPU telemetry window, runs the output-drift guard on the
+same engine and commits the outcome to the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from tuner.guard import GuardSettings, run_probes
+from tuner.trials.events import (
+    TrialBackend,
+    TrialDone,
+    TrialEvent,
+    TrialEventCallback,
+    TrialFailed,
+    TrialLog,
+    TrialProgress,
+    TrialStage,
+)
+from tuner.trials.guard_check import guard_reference
+from tuner.trials.model import Trial, TrialStatus
+from tuner.trials.store import TrialStore
+
+if TYPE_CHECKING:
+    from tuner.bench.progress import BenchProgress
+    from tuner.engine import Engine
+    from tuner.engine.events import EngineEvent
+    from tuner.telemetry.sampler import Sampler
+
+
+# A run in which more than this share of requests failed is a failed trial:
+# its surviving requests saw less load and would rank the broken config first.
+MAX_FAILED_FRACTION = 0.05
+
+
+class EngineSession:
+    """One engine serving a sequence of trials; routes events and watches for crashes."""
+
+    def __init__(
+        self,
+        store: TrialStore,
+        on_event: TrialEventCallback | None,
+        sampler: Sampler | None,
+        gpu_indices: list[int] | None,
+    ) -> None:
+        self.store = store
+        self.on_event = on_event
+        self.sampler = sampler
+        self.gpu_indices = gpu_indices
+        self.current: Trial | None = None
+        self.group: list[Trial] = []
+        self.engine: Engine | None = None
+        # The output-drift guard after each measured run (None: off).
+        self.guard: GuardSettings | None = GuardSettings()
+
+    # -- events ------------------------------------------------------------------
+    def emit(self, event: TrialEvent) -> None:
+        if self.on_event is None:
+            return
+        with contextlib.suppress(Exception):  # a watcher's bug must not fail the trial
+            self.on_event(event)
+
+    def on_engine_event(self, event: EngineEvent) -> None:
+        from tuner.engine import proctree
+        from tuner.engine.events import EngineBackendChosen, EngineLog, EngineStarting
+
+        trial = self.current
+        if trial is None:
+            return
+        if isinstance(event, EngineLog):
+            self.emit(TrialLog(trial.id, event.line))
+        elif isinstance(event, EngineStarting):
+            ref = proctree.ref(event.pid)
+            for member in self.group:
+                member.engine_pid = event.pid
+                member.engine_created = ref.created if ref else None
+                self.store.save(member)
+        elif isinstance(event, EngineBackendChosen):
+            self.emit(
+                TrialBackend(trial.id, trial.backend_requested, event.backend, event.inferred)
+            )
+
+    # -- crash watch -------------------------------------------------------------
+    def dead_member(self) -> str | None:
+        """Why the engine died (the engine notices any member of its tree dying), else None."""
+        assert self.engine is not None
+        if self.engine.exited.is_set():
+            return self.engine.failure_reason or "the server exited"
+        return None
+
+    async def watch_crash(self) -> str:
+        """Returns the reason as soon as the engine reports a dead process (~100 ms)."""
+        assert self.engine is not None
+        await self.engine.exited.wait()
+        return f"the engine crashed during the measured run: {self.dead_member()}"
+
+    # -- one measurement -----------------------------------------------------------
+    async def measure(self, trial: Trial, model: str) -> None:
+        """Warm-up and measured run of one trial on the running engine; records the outcome.
+
+        Raises:
+            EngineCrashed: The engine died during the run (the trial is already failed).
+        """
+        assert self.engine is not None and self.engine.url is not None
+        self.current = trial
+        self.store.update_status(trial, TrialStatus.MEASURING)
+        self.emit(TrialStage(trial.id, "warmup" if trial.workload.warmup_requests else "measuring"))
+        marks: dict[str, float] = {}
+        if self.sampler is not None:
+            marks["t0"] = self.sampler.now()
+        bench = await self._bench_under_watch(trial, model, marks)
+        try:
+            result = bench.result()
+        except Exception as exc:
+            self.fail(trial, f"the benchmark failed: {type(exc).__name__}: {exc}")
+            return
+        await self._record(trial, model, result.to_dict(), marks)
+
+    def _progress(self, trial: Trial, marks: dict[str, float]) -> Callable[[BenchProgress], None]:
+        """The benchmark's progress callback: marks when measuring began, forwards progress."""
+        sampler = self.sampler
+
+        def progress(p: BenchProgress) -> None:
+            if "measuring" not in marks:
+                marks["measuring"] = time.monotonic() - p.elapsed_s
+                if sampler is not None:
+                    marks["t0"] = sampler.now() - p.elapsed_s
+                if trial.workload.warmup_requests:
+                    self.emit(TrialStage(trial.id, "measuring"))
+            self.emit(TrialProgress(trial.id, p))
+
+        return progress
+
+    async def _bench_under_watch(
+        self, trial: Trial, model: str, marks: dict[str, float]
+    ) -> asyncio.Future[Any]:
+        """The benchmark raced against the engine dying; returns the finished benchmark task.
+
+        Records ``bench_s``. A crash during the run, or a dead engine found when
+        the benchmark ends (requests to a dying server fail fast, so the
+        benchmark can end before the watch ticks), fails the trial at once.
+
+        Raises:
+            EngineCrashed: The engine died (the trial is already marked failed).
+        """
+        from tuner.bench.runner import run_benchmark
+
+        assert self.engine is not None and self.engine.url is not None
+        t_start = time.monotonic()
+        bench = asyncio.ensure_future(
+            run_benchmark(
+                self.engine.url, model, trial.workload, on_progress=self._progress(trial, marks)
+            )
+        )
+        crash = asyncio.ensure_future(self.watch_crash())
+        try:
+            await asyncio.wait({bench, crash}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            bench.cancel()
+            crash.cancel()
+            raise
+        if crash.done() and not bench.done():
+            # Commit the failure first; winding the benchmark down may take a moment.
+            reason = crash.result()
+            trial.timings["bench_s"] = time.monotonic() - t_start
+            self.fail(trial, reason)
+            bench.cancel()
+            with contextlib.suppress(BaseException):
+                await bench
+            raise EngineCrashed(reason)
+        crash.cancel()
+        with contextlib.suppress(BaseException):
+            await crash
+        trial.timings["bench_s"] = time.monotonic() - t_start
+        dead = self.dead_member()
+        if dead is not None:
+            reason = f"the engine crashed during the measured run: {dead}"
+            self.fail(trial, reason)
+            raise EngineCrashed(reason)
+        return bench
+
+    async def _record(
+        self, trial: Trial, model: str, data: dict[str, Any], marks: dict[str, float]
+    ) -> None:
+        """Judge and store a finished benchmark: failed if too many requests failed, else done.
+
+        A done trial gets its telemetry window and, before it is saved, the
+        output-drift guard's probes on the same engine.
+        """
+        completed = int(data.get("completed") or 0)
+        failed = int(data.get("failed") or 0)
+        examples = _failure_examples(data["tunelab"])
+        if completed == 0:
+            self.fail(trial, f"every request failed ({examples}); nothing was measured")
+            return
+        telemetry = await self.telemetry(marks.get("t0"), data.get("total_output_tokens"))
+        server = data.get("tunelab", {}).get("server")
+        if failed > MAX_FAILED_FRACTION * (completed + failed):
+            # Kept for diagnosis, but a failed trial is never ranked.
+            why = (
+                f"{failed} of {completed + failed} requests failed ({examples}); above "
+                f"{MAX_FAILED_FRACTION:.0%} failed the figures of the rest are not comparable "
+                "(fast refusals make the survivors look better)"
+            )
+            self.store.update_status(
+                trial,
+                TrialStatus.FAILED,
+                failure_reason=why,
+                results=data,
+                server=server,
+                telemetry=telemetry,
+            )
+            self.emit(TrialFailed(trial, why))
+            return
+        if self.guard is not None:
+            await self.run_guard(trial, model, self.guard)
+        self.store.save_result(trial, data, server=server, telemetry=telemetry)
+        self.emit(TrialDone(trial))
+
+    # -- output-drift guard (issue 16) ----------------------------------------------
+    async def run_guard(self, trial: Trial, model: str, settings: GuardSettings) -> None:
+        """Greedy probes on this engine into ``trial.guard``; their failure never fails the trial.
+
+        The study baseline's tokens (if it has a guard) are scored teacher-forced.
+        The thresholds of ``settings`` are recorded with the run, so the verdict
+        read later judges it as the user asked.
+        """
+        assert self.engine is not None and self.engine.url is not None
+        ref = await asyncio.to_thread(guard_reference, self.store, trial)
+        run = await run_probes(
+            self.engine.url,
+            model,
+            settings.probes,
+            settings.tokens,
+            reference=ref[1] if ref else None,
+            reference_id=ref[0] if ref else None,
+        )
+        run.thresholds = settings.thresholds
+        trial.guard = run.to_dict()
+        trial.timings["guard_s"] = run.seconds
+
+    async def telemetry(self, t0: float | None, tokens: Any) -> dict[str, Any] | None:
+        """The GPU window over the measured run, restricted to this engine's GPUs.
+
+        Energy is integrated between samples, so the window is closed only once
+        the sampler has a sample after its end (at most ~2 periods of waiting);
+        without one, coverage stays below 1 and tokens per joule is left None
+        rather than guessed. The sampler's ring buffer must span the run
+        (``history`` >= run seconds x rate) for the start to be covered.
+        """
+        sampler = self.sampler
+        if sampler is None or t0 is None:
+            return None
+        from tuner.telemetry.sampler import WindowSummary
+
+        t1 = sampler.now()
+        deadline = time.monotonic() + 2.0 / sampler.rate_hz + sampler.read_timeout
+        while (
+            sampler.running and (sampler.latest_time or -1.0) < t1 and time.monotonic() < deadline
+        ):
+            await asyncio.sleep(0.01)
+        window = sampler.window(t0, t1)
+        if self.gpu_indices is not None:
+            window = WindowSummary(
+                window.t0, window.t1, tuple(g for g in window.gpus if g.index in self.gpu_indices)
+            )
+        out = window.to_dict()
+        out["tokens_per_joule"] = window.tokens_per_joule(float(tokens)) if tokens else None
+        return out
+
+    def fail(self, trial: Trial, reason: str) -> None:
+        self.store.update_status(trial, TrialStatus.FAILED, failure_reason=reason)
+        self.emit(TrialFailed(trial, reason))
+
+
+class EngineCrashed(Exception):
+    """The engine died during a measured run (the trial is already marked failed)."""
+
+
+def _failure_examples(tunelab: dict[str, Any]) -> str:
+    """``3 x timeout: ...; 1 x http_500: ...`` from the benchmark's failure tally (up to 3 kinds)."""
+    return (
+        "; ".join(
+            f"{tunelab['failures'].get(kind, 0)} x {kind}: {text}"
+            for kind, text in list(tunelab["failure_examples"].items())[:3]
+        )
+        or "no detail"
+    )
