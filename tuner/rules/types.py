@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuner.knobs.gpus import GpuSpec
+
+if TYPE_CHECKING:  # the annotation only: reading a VllmInfo's fields needs no import at run time
+    from tuner.introspect import VllmInfo
 
 
 class Severity(StrEnum):
@@ -101,9 +104,9 @@ class Target:
 
     @classmethod
     def from_introspection(
-        cls, info: Any, *, gpus: int | None = None, vram_gib: float | None = None
+        cls, info: VllmInfo, *, gpus: int | None = None, vram_gib: float | None = None
     ) -> Target:
-        """A target from ``tuner.introspect.VllmInfo`` (read by attribute, so no import cycle).
+        """A target from what the installed vLLM says about itself.
 
         Args:
             info: The introspection result.
@@ -111,26 +114,23 @@ class Target:
             vram_gib: Per-GPU memory (default unknown: introspection does not report it).
         """
 
-        def tup(name: str) -> tuple[str, ...] | None:
-            value = getattr(info, name, None)
+        def tup(value: tuple[str, ...] | None) -> tuple[str, ...] | None:
             return tuple(value) if value else None
 
-        env = getattr(info, "env_vars", None)
-        args = getattr(info, "engine_args", None)
         return cls(
-            vllm_version=getattr(info, "version", None),
-            platform=(getattr(info, "platform", None) or None),
+            vllm_version=info.version,
+            platform=info.platform or None,
             # VllmInfo reports neither GPU count nor memory: those come from the caller
             # (telemetry or --gpu; tuner.lab.target decides which wins).
             gpus=gpus or 1,
             vram_gib=vram_gib,
-            gpu_arch=getattr(info, "gpu_arch", None),
-            attention_backends=tup("attention_backends"),
-            quantization_methods=tup("quantization_methods"),
-            kv_cache_dtypes=tup("kv_cache_dtypes"),
-            cudagraph_modes=tup("cudagraph_modes"),
-            env_vars=frozenset(env) if env else None,
-            engine_args=frozenset(args) if args else None,
+            gpu_arch=info.gpu_arch,
+            attention_backends=tup(info.attention_backends),
+            quantization_methods=tup(info.quantization_methods),
+            kv_cache_dtypes=tup(info.kv_cache_dtypes),
+            cudagraph_modes=tup(info.cudagraph_modes),
+            env_vars=frozenset(info.env_vars) if info.env_vars else None,
+            engine_args=frozenset(info.engine_args) if info.engine_args else None,
             introspected=True,
         )
 
