@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, TypeVar
 import typer
 
 from tuner.cli import options as opt
+from tuner.cli.safe_text import clean
 from tuner.cli.study_input import parse_fraction, split_slo
 from tuner.cli.study_options import (
     AbStudyOpt,
@@ -50,10 +51,8 @@ from tuner.cli.study_options import (
     TuneObjectiveOpt,
     TuneStudyOpt,
     VerboseOpt,
-    WinnerObjectiveOpt,
-    WinnerSloOpt,
-    WinnerStudyOpt,
 )
+from tuner.cli.study_winner import winner_command
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -65,6 +64,7 @@ if TYPE_CHECKING:
     from tuner.studies.executor import TrialRunner
     from tuner.studies.space import Constraint, Param, Space
     from tuner.trials.events import TrialEventCallback
+    from tuner.trials.guard_check import ArmsGuard
     from tuner.trials.store import TrialStore
 
 T = TypeVar("T")
@@ -75,7 +75,7 @@ def register(app: typer.Typer) -> None:
     app.command("ab")(ab_command)
     app.command("sweep")(sweep_command)
     app.command("tune")(tune_command)
-    app.command("winner")(winner_command)
+    app.command("winner")(winner_command)  # tuner.cli.study_winner
 
 
 # -- shared helpers -------------------------------------------------------------------
@@ -263,8 +263,8 @@ def ab_command(
     design = _ABDesign(repeats, order, objective, confidence, min_effect, max_repeats, margin)
     guard = opt.GuardArgs(no_guard, guard_prompts, guard_tokens).settings("ab")
     session = _Session("ab", store_path, startup_timeout, verbose, guard)
-    report = _run_ab(session, design, a, b, workload, study, gpus)
-    _print_ab_report(report, as_json)
+    report, arms = _run_ab(session, design, a, b, workload, study, gpus)
+    _print_ab_report(report, arms, as_json)
     row = report.objective_row
     if row is None or row.a.n < 1 or row.b.n < 1:
         raise typer.Exit(1)
@@ -300,10 +300,21 @@ def _run_ab(
     workload: Workload,
     study: str | None,
     gpus: str | None,
-) -> ABReport:
-    """Runs the A/B and keeps which trials it ran as the study's last A/B (tuner.lab.study)."""
+) -> tuple[ABReport, ArmsGuard]:
+    """Runs the A/B and keeps which trials it ran as the study's last A/B (tuner.lab.study).
+
+    Returns the report and the output guard's verdict on its arms (read while the
+    store is open).
+    """
+    from tuner.cli.guard_view import ab_guard_of
     from tuner.lab.study import Study
     from tuner.studies.ab import ABError, run_ab
+
+    guards: list[ArmsGuard] = []
+
+    def keep(store: TrialStore, report: ABReport) -> None:
+        Study(store, report.study).remember_ab(report)
+        guards.append(ab_guard_of(store, report))
 
     def start(runner: TrialRunner) -> Awaitable[ABReport]:
         return run_ab(
@@ -321,26 +332,35 @@ def _run_ab(
             equivalence=design.equivalence,
         )
 
-    return _run_study(
+    report = _run_study(
         session,
         "A/B",
         design.planned(),
         start,
         (ABError,),
         prepare=lambda runner: use_gpus("ab", runner, gpus),
-        keep=lambda store, report: Study(store, report.study).remember_ab(report),
+        keep=keep,
     )
+    return report, guards[0]
 
 
-def _print_ab_report(report: ABReport, as_json: bool) -> None:
-    """The A/B report: its JSON, or the table (tuner.cli.study_output) and the summary."""
-    from tuner.cli.study_output import print_ab
+def _print_ab_report(report: ABReport, arms: ArmsGuard, as_json: bool) -> None:
+    """The A/B report: its JSON, or the table (tuner.cli.study_output) and the summary;
+    both with what the output guard says about the arms (tuner.trials.guard_check.ab_guard).
+    """
+    from tuner.cli.guard_view import arms_json
+    from tuner.cli.study_output import dump, print_ab
 
-    _emit(report, as_json, lambda r: r.to_dict(), print_ab)
+    if as_json:
+        typer.echo(dump({**report.to_dict(), "output_guard": arms_json(arms)}))
+        return
+    print_ab(report)
+    typer.echo(clean(arms.summary()))
 
 
 def _print_stored_ab(study: str | None, store_path: str | None, as_json: bool) -> None:
     """``tunelab ab --report``: the study's last A/B, rebuilt from its stored trials."""
+    from tuner.cli.guard_view import ab_guard_of
     from tuner.lab.study import Study
 
     if not study:
@@ -348,11 +368,12 @@ def _print_stored_ab(study: str | None, store_path: str | None, as_json: bool) -
     store = opt.open_store("ab", store_path, recover=False)
     try:
         report = Study(store, study).last_ab()
+        arms = ab_guard_of(store, report) if report is not None else None
     finally:
         store.close()
-    if report is None:
+    if report is None or arms is None:
         raise opt.usage_error("ab", f"study {study!r} has no A/B in the store")
-    _print_ab_report(report, as_json)
+    _print_ab_report(report, arms, as_json)
 
 
 # -- sweep ------------------------------------------------------------------------------
@@ -532,37 +553,3 @@ def _tune_space(
     except (SpaceError, SearchError) as exc:
         raise opt.usage_error("tune", str(exc)) from None
     return space
-
-
-# -- winner -----------------------------------------------------------------------------
-def winner_command(
-    study: WinnerStudyOpt = None,
-    objective: WinnerObjectiveOpt = None,
-    slo: WinnerSloOpt = None,
-    store_path: opt.StoreOpt = None,
-    as_json: opt.JsonOpt = False,
-) -> None:
-    """The best trial of a study by its objective among those meeting the SLO, with its margin."""
-    from tuner.cli.study_output import print_winner
-    from tuner.studies.winner import WinnerError, pick_winner
-
-    constraints, goodput = split_slo("winner", slo)
-    if goodput:
-        raise opt.usage_error(
-            "winner", "--slo here takes METRIC<=VALUE bounds (e.g. p99_ttft_ms<=500)"
-        )
-    with opt.open_store("winner", store_path, recover=False) as store:
-        if study is None:
-            studies = store.studies()
-            if not studies:
-                raise opt.usage_error("winner", f"no trials in {store.path}; run a study first")
-            study = max(studies, key=lambda s: s.last_at).name
-        trials = store.list(study)
-    try:
-        report = pick_winner(
-            trials, study=study, objective=objective, constraints=constraints if slo else None
-        )
-    except WinnerError as exc:
-        typer.echo(f"tunelab winner: {exc}", err=True)
-        raise typer.Exit(1) from None
-    _emit(report, as_json, lambda r: r.to_dict(), print_winner)

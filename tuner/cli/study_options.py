@@ -138,3 +138,12 @@ WinnerSloOpt = Annotated[
     list[str] | None,
     typer.Option("--slo", help="METRIC<=VALUE (repeatable); default: the SLO the study ran with."),
 ]
+RequireGuardOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--require-guard",
+        metavar="same|close",
+        help="Only trials whose outputs the drift guard found the same as the study baseline's "
+        "(close: or numerically close) may win; a trial the guard did not check is left out too.",
+    ),
+]

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from tuner.guard.settings import GuardSettings
+    from tuner.trials.guard_check import TrialGuard
     from tuner.trials.model import Trial
     from tuner.trials.store import TrialStore
 
@@ -136,7 +137,8 @@ def results_command(
     ] = False,
     store_path: opt.StoreOpt = None,
 ) -> None:
-    """List stored trials: status, workload, objective, throughput and latency."""
+    """List stored trials: status, workload, objective, throughput, latency, output guard."""
+    from tuner.cli.guard_view import guard_json, study_guards
     from tuner.trials.export import to_csv, to_json
     from tuner.trials.model import TrialStatus
 
@@ -161,13 +163,18 @@ def results_command(
                 typer.echo(
                     json.dumps({"unreadable_rows": [b.to_dict() for b in scan.bad]}), err=True
                 )
-        if as_json:
-            typer.echo(to_json(trials))
-            return
         if as_csv:
             typer.echo(to_csv(trials), nl=False)
             return
-        _print_table(trials, store.path, study)
+        guards = study_guards(store, trials)
+        if as_json:
+            rows = json.loads(to_json(trials))
+            for row in rows:
+                g = guards.get(row["id"])
+                row["guard_verdict"] = guard_json(g) if g is not None else None
+            typer.echo(json.dumps(rows, indent=1))
+            return
+        _print_table(trials, store.path, study, guards)
 
 
 def show_command(
@@ -178,6 +185,7 @@ def show_command(
     store_path: opt.StoreOpt = None,
 ) -> None:
     """Show one trial in full: config, workload, findings, results, telemetry, log path and tail."""
+    from tuner.cli.guard_view import guard_json, study_guards
     from tuner.trials.store import StoreError
 
     with opt.open_store("show", store_path, recover=False) as store:
@@ -186,9 +194,11 @@ def show_command(
         except StoreError as exc:  # not found, ambiguous, or an unreadable row
             raise opt.usage_error("show", str(exc)) from None
         guard_line = _guard_line(store, trial)
+        guard = study_guards(store, [trial])[trial.id]
     if as_json:
         data = _jsonable(trial.to_dict())
         data["log_tail"] = _log_tail(trial.log_path, LOG_TAIL_LINES)
+        data["guard_verdict"] = guard_json(guard)
         typer.echo(json.dumps(data, indent=1))
         return
     _print_trial(trial, tail=True)
@@ -267,10 +277,14 @@ _STATUS_STYLE = {
 }
 
 
-def _print_table(trials: list[Trial], path: Path, study: str | None) -> None:
+def _print_table(
+    trials: list[Trial], path: Path, study: str | None, guards: dict[str, TrialGuard]
+) -> None:
+    """The trials, one row each; ``guards``: each one's output-guard verdict (tuner.cli.guard_view)."""
     from rich.console import Console
     from rich.table import Table
 
+    from tuner.cli.guard_view import guard_cell
     from tuner.trials.model import metric
 
     console = Console(highlight=False)
@@ -291,6 +305,7 @@ def _print_table(trials: list[Trial], path: Path, study: str | None) -> None:
         ("p99 ITL ms", "right"),
         ("backend", "left"),
         ("start s", "right"),
+        ("guard", "left"),
     ):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for t in trials:
@@ -309,6 +324,7 @@ def _print_table(trials: list[Trial], path: Path, study: str | None) -> None:
             _fmt(metric(t, "p99_itl_ms")),
             markup(t.backend_actual or "-"),
             _fmt(t.startup_seconds),
+            guard_cell(guards.get(t.id)),
         )
     console.print(table)
 

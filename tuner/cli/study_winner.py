@@ -1,0 +1,112 @@
+"""``tunelab winner``: the best trial of a study, and what the output guard says about it.
+
+The pick is :func:`tuner.studies.winner.pick_winner`'s; with ``--require-guard
+same|close`` its candidates are first filtered by
+:func:`tuner.trials.guard_check.require_guard` against the study's baseline
+(tuner.lab.study), and the trials left out are named with why. Without it the
+winner is still never named without its guard verdict, so a config whose
+answers drifted is not exported unawares. Exit status: 0 with a winner, 1 when
+no trial qualifies, 2 for input tunelab cannot use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import typer
+
+from tuner.cli import options as opt
+from tuner.cli.guard_view import baseline_of
+from tuner.cli.safe_text import clean
+from tuner.cli.study_input import split_slo
+from tuner.cli.study_options import (
+    RequireGuardOpt,
+    WinnerObjectiveOpt,
+    WinnerSloOpt,
+    WinnerStudyOpt,
+)
+
+if TYPE_CHECKING:
+    from tuner.studies.winner import WinnerReport
+    from tuner.trials.guard_check import GuardFilter
+    from tuner.trials.model import Trial
+
+
+def winner_command(
+    study: WinnerStudyOpt = None,
+    objective: WinnerObjectiveOpt = None,
+    slo: WinnerSloOpt = None,
+    require: RequireGuardOpt = None,
+    store_path: opt.StoreOpt = None,
+    as_json: opt.JsonOpt = False,
+) -> None:
+    """The best trial of a study by its objective among those meeting the SLO, with its margin
+    and what the output guard says about it (``--require-guard`` leaves drifted ones out)."""
+    from tuner.studies.winner import WinnerError, pick_winner
+
+    constraints, goodput = split_slo("winner", slo)
+    if goodput:
+        raise opt.usage_error(
+            "winner", "--slo here takes METRIC<=VALUE bounds (e.g. p99_ttft_ms<=500)"
+        )
+    with opt.open_store("winner", store_path, recover=False) as store:
+        if study is None:
+            studies = store.studies()
+            if not studies:
+                raise opt.usage_error("winner", f"no trials in {store.path}; run a study first")
+            study = max(studies, key=lambda s: s.last_at).name
+        trials = store.list(study)
+        baseline = baseline_of(store, study)
+    candidates = _guard_filter(trials, require, baseline)
+    try:
+        report = pick_winner(
+            candidates.kept,
+            study=study,
+            objective=objective,
+            constraints=constraints if slo else None,
+        )
+    except WinnerError as exc:
+        left_out = candidates.note()
+        typer.echo(f"tunelab winner: {exc}" + (f" ({left_out})" if left_out else ""), err=True)
+        raise typer.Exit(1) from None
+    _print_winner(report, candidates, baseline, as_json)
+
+
+def _guard_filter(trials: list[Trial], require: str | None, baseline: Trial | None) -> GuardFilter:
+    """The winner's candidates under ``--require-guard`` (tuner.trials.guard_check.require_guard)."""
+    from tuner.trials.guard_check import require_guard
+
+    try:
+        return require_guard(trials, require, baseline)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise opt.usage_error("winner", f"--require-guard: {exc}") from None
+
+
+def _print_winner(
+    report: WinnerReport, candidates: GuardFilter, baseline: Trial | None, as_json: bool
+) -> None:
+    """The winner (tuner.cli.study_output) with its output-guard verdict and what
+    ``--require-guard`` left out; in ``--json`` as ``output_guard``."""
+    from tuner.cli.guard_view import guard_json, winner_guard_lines
+    from tuner.cli.study_output import dump, print_winner
+    from tuner.trials.guard_check import guard_verdicts
+
+    point = report.winner
+    named = point.representative()
+    guards = guard_verdicts(point.trials, baseline)
+    if as_json:
+        data = report.to_dict()
+        data["output_guard"] = {
+            "require": candidates.require,
+            "winner": guard_json(next(g for g in guards if g.trial.id == named.id)),
+            "runs": {g.trial.id: guard_json(g) for g in guards},
+            "left_out": [{"trial": t.id, "why": why} for t, why in candidates.dropped],
+        }
+        typer.echo(dump(data))
+        return
+    print_winner(report)
+    for line in winner_guard_lines(point.trials, named, guards):
+        typer.echo(clean(line))
+    note = candidates.note()
+    if note:
+        typer.echo(clean(note))
