@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from tuner.cli.preset_verify import verify_command
+
 if TYPE_CHECKING:
     from tuner.export.preset import Preset
     from tuner.rules import Finding, Target
@@ -221,6 +223,10 @@ def check_command(
     _emit(report, as_json)
     if any(str(f.severity) == "error" for f in findings):
         raise typer.Exit(1)
+
+
+# Re-running a preset's workload here and gating on a regression (issue 17).
+presets_app.command("verify")(verify_command)
 
 
 def _preset_target(preset: Preset, version: str | None, platform: str | None) -> Target:

@@ -1,0 +1,125 @@
+"""``tunelab presets verify FILE``: re-run a preset's stored workload here and gate on a regression.
+
+Loads the preset (its config, ``[workload]`` and ``[results]``), runs the
+workload on ``--repeats`` fresh engine launches of the config on this node and
+vLLM, and compares them with the stored objective and its ``[results.noise]``
+(:mod:`tuner.studies.verify`). It also lists what differs between the
+environment the preset records and this one (vLLM version, platform, GPU...),
+since a regression after an upgrade is explained there first.
+
+Exit status: 0 when the preset holds (no significant regression; an
+improvement passes too), 1 on a significant regression or when no fresh run
+finished (for CI: both fail the gate; the message says which), 2 for input
+tunelab cannot use (no file, no ``[workload]``/``[results]``), 130 when
+interrupted.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from tuner.cli import options as opt
+
+if TYPE_CHECKING:
+    from tuner.studies.verify import VerifyReport
+
+
+def verify_command(
+    file: Annotated[str, typer.Argument(help="Preset file (or the name of a user preset).")],
+    repeats: Annotated[
+        int, typer.Option("--repeats", min=2, help="Fresh engine launches (2+ for an interval).")
+    ] = 3,
+    tolerance: Annotated[
+        str,
+        typer.Option(
+            "--tolerance",
+            help="A regression smaller than this is not a failure, e.g. 5% (default 0%: any "
+            "significant regression fails).",
+        ),
+    ] = "0%",
+    confidence: Annotated[float, typer.Option("--confidence", min=0.5, max=0.999)] = 0.95,
+    allow_code: opt.AllowCodeOpt = False,
+    gpus: Annotated[
+        str | None, typer.Option("--gpus", help="GPU ids to run on (default: all visible).")
+    ] = None,
+    study: Annotated[
+        str | None, typer.Option("--study", help="Study name (default verify-<time>).")
+    ] = None,
+    startup_timeout: opt.StartupTimeoutOpt = 600.0,
+    store_path: opt.StoreOpt = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Engine log lines.")] = False,
+    as_json: opt.JsonOpt = False,
+) -> None:
+    """Re-run the preset's \\[workload] here; exit 1 on a significant regression vs its \\[results]."""
+    from tuner.bench.workload import Workload, WorkloadError
+    from tuner.cli import studies
+    from tuner.cli.study_output import StudyProgress, dump
+    from tuner.lab import config as lab_config
+    from tuner.studies.verify import VerifyError, reference_of, run_verify
+
+    margin = 0.0 if tolerance.strip() in ("0", "0%") else None
+    if margin is None:
+        margin = studies.parse_fraction("presets verify", "--tolerance", tolerance) or 0.0
+    try:
+        preset = lab_config.load(file, allow_code=allow_code).preset
+        reference = reference_of(preset.results)
+        if not preset.workload:
+            raise VerifyError(
+                "the preset has no [workload]: nothing says what to re-run",
+                fix="export the preset from a finished trial (`tunelab export TRIAL`)",
+            )
+        workload = Workload.from_dict(dict(preset.workload))
+    except (lab_config.ConfigInputError, VerifyError, WorkloadError) as exc:
+        fix = getattr(exc, "fix", None)
+        raise opt.usage_error("presets verify", f"{exc}" + (f" ({fix})" if fix else "")) from None
+    environment = _environment_differences(preset)
+    store = opt.open_store("presets verify", store_path)
+    try:
+        with StudyProgress("verify", repeats, show_log=verbose) as progress:
+            runner = studies.make_runner(store, progress, startup_timeout)
+            studies.use_gpus("presets verify", runner, gpus)
+            report = studies._run_async(
+                "presets verify",
+                lambda: run_verify(
+                    preset.name,
+                    preset.config,
+                    workload,
+                    reference,
+                    runner,
+                    repeats=repeats,
+                    confidence=confidence,
+                    tolerance=margin,
+                    study=study,
+                    environment=environment,
+                ),
+            )
+    finally:
+        store.close()
+    if as_json:
+        typer.echo(dump(report.to_dict()))
+    else:
+        print_verify(report)
+    if report.failed:
+        raise typer.Exit(1)
+
+
+def _environment_differences(preset: object) -> list[str]:
+    """What differs between the preset's recorded environment and this node (empty: unknown)."""
+    from tuner.environment import differences_from_preset
+
+    return differences_from_preset(preset)
+
+
+def print_verify(report: VerifyReport) -> None:
+    """The verdict line, the fresh runs, and the environment's differences."""
+    typer.echo(f"preset {report.preset}: {report.summary()}")
+    typer.echo(f"  fresh runs: {', '.join(f'{v:.4g}' for v in report.fresh) or 'none'}")
+    for failure in report.failures:
+        typer.echo(f"  not measured: {failure}")
+    if report.environment:
+        typer.echo("  environment differs from the preset's:")
+        for line in report.environment:
+            typer.echo(f"    {line}")
+    typer.echo(f"  trials in study {report.study} (`tunelab results --study {report.study}`)")
