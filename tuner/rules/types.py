@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from tuner.errors import TunelabError
 from tuner.knobs.gpus import GpuSpec
 
 if TYPE_CHECKING:  # the annotation only: reading a VllmInfo's fields needs no import at run time
@@ -27,8 +28,8 @@ class Severity(StrEnum):
 
     @property
     def rank(self) -> int:
-        """Sort key: errors first."""
-        return {"error": 0, "warning": 1, "advice": 2}[self.value]
+        """Sort key: errors first (the declaration order above)."""
+        return list(Severity).index(self)
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,41 @@ class Finding:
             "fix": self.fix,
             "source": self.source,
         }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Finding:
+        """The finding back from its ``to_dict`` form (a stored trial, ``check --json``).
+
+        For code that holds stored findings: test ``finding.severity is
+        Severity.ERROR`` on the typed value instead of ``f["severity"] == "error"``.
+
+        Raises:
+            FindingFormatError: ``data`` is not a finding's dict (a hand-edited or
+                foreign row); the message names what is wrong.
+        """
+        if not isinstance(data, dict):
+            raise FindingFormatError(f"a finding is a table, not {type(data).__name__}")
+        try:
+            severity = Severity(data.get("severity"))
+        except ValueError:
+            raise FindingFormatError(
+                f"finding severity {data.get('severity')!r} is not one of "
+                f"{', '.join(s.value for s in Severity)}"
+            ) from None
+        knobs, fix = data.get("knobs") or [], data.get("fix")
+        text = {k: data.get(k, "") for k in ("message", "source", "rule")}
+        if not isinstance(knobs, list | tuple) or not all(isinstance(k, str) for k in knobs):
+            raise FindingFormatError(f"finding knobs must be a list of names, not {knobs!r}")
+        if fix is not None and not isinstance(fix, dict):
+            raise FindingFormatError(f"finding fix must be a table or null, not {fix!r}")
+        bad = [k for k, v in text.items() if not isinstance(v, str)]
+        if bad:
+            raise FindingFormatError(f"finding {', '.join(bad)} must be text")
+        return cls(severity, tuple(knobs), text["message"], text["source"], fix, text["rule"])
+
+
+class FindingFormatError(TunelabError, ValueError):
+    """A stored finding that is not in ``Finding.to_dict`` form."""
 
 
 @dataclass(frozen=True)
