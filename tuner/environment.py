@@ -22,7 +22,10 @@ import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tuner.telemetry.base import Backend
 
 # Runs in the engine's interpreter: standard library only, imports no package it inspects.
 _PACKAGES_SCRIPT = r"""
@@ -173,16 +176,17 @@ def driver_version() -> str | None:
     return None
 
 
-def gpu_facts(backend: str = "auto") -> dict[str, Any]:
-    """Name, count, partitions and power cap of the first GPU from telemetry ({} without GPUs)."""
-    from tuner.telemetry.base import BackendUnavailable
+def gpu_facts(backend: str | Backend = "auto") -> dict[str, Any]:
+    """Name, count, partitions and power cap of the first GPU from telemetry ({} without GPUs).
+
+    Args:
+        backend: A telemetry choice (auto, amd, nvidia, none) or an opened backend
+            (closed here once read).
+    """
     from tuner.telemetry.select import select_backend
 
-    try:
-        source = select_backend(backend)
-        source.open()
-    except BackendUnavailable:
-        return {}
+    # Opened; a NoneBackend (0 GPUs) when no library works.
+    source = select_backend(backend) if isinstance(backend, str) else backend
     try:
         count = source.count()
         if count < 1:
@@ -201,7 +205,7 @@ def gpu_facts(backend: str = "auto") -> dict[str, Any]:
     }
 
 
-def collect(python: str = sys.executable, *, telemetry: str = "auto") -> Fingerprint:
+def collect(python: str = sys.executable, *, telemetry: str | Backend = "auto") -> Fingerprint:
     """This node's fingerprint for the vLLM of ``python`` (seconds: one small subprocess)."""
     from tuner.introspect import IntrospectError, fast_vllm_status
 
