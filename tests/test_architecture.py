@@ -114,10 +114,7 @@ MAX_FUNCTION_LINES = 80
 LONG_FUNCTIONS: dict[str, str] = {
     "tuner/cli/presets.py::check_command": "CLI helper splitting tuner/cli",
     "tuner/studies/stats.py::compare": "studies helper",
-    "tuner/studies/ab.py::run_ab": "studies helper",
     "tuner/studies/winner.py::pick_winner": "studies helper",
-    "tuner/trials/runner.py::run_workloads": "trial-pipeline helper (issue 12 item 5)",
-    "tuner/trials/runner.py::_Session.measure": "trial-pipeline helper (issue 12 item 5)",
     "tuner/export/knob_values.py::check_engine_table": "export helper (with its ImportError guard)",
 }
 
