@@ -166,7 +166,7 @@ def bench_command(
         raise _fail(str(exc)) from None
     result = _measure(url, model, wl, tokenizer, headers, live=not as_json)
     _report(result, as_json=as_json, output=output, detailed=detailed)
-    if result.metrics["completed"] == 0:
+    if result.completed == 0:
         typer.echo("tunelab bench: every request failed (see the failures above)", err=True)
         raise typer.Exit(1)
 
@@ -274,19 +274,17 @@ def _print_table(result: BenchResult) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from tuner.bench.metrics import delivery_warning
     from tuner.bench.text import shown
 
     m = result.metrics
-    d = result.to_dict()
     console = Console()
     head = Table(
         title=f"tunelab bench — {shown(result.model)} @ {shown(result.url)}", show_header=False
     )
     head.add_column(style="bold")
     head.add_column(justify="right")
-    head.add_row("Successful requests", str(m["completed"]))
-    head.add_row("Failed requests", str(m["failed"]))
+    head.add_row("Successful requests", str(result.completed))
+    head.add_row("Failed requests", str(result.failed))
     head.add_row("Duration (s)", f"{m['duration']:.2f}")
     head.add_row(
         "Total input / output tokens", f"{m['total_input_tokens']} / {m['total_output_tokens']}"
@@ -306,14 +304,14 @@ def _print_table(result: BenchResult) -> None:
             *(f"{m[f'{s}_{key}_ms']:.2f}" for s in ("mean", "median", "std", "p90", "p99")),
         )
     console.print(lat)
-    failures = d["tunelab"]["failures"]
-    for kind, count in failures.items():
-        example = d["tunelab"]["failure_examples"].get(kind, "")
+    failures = result.failures
+    for kind, count in failures.counts.items():
+        example = failures.examples.get(kind, "")
         console.print(f"[red]failed: {count} × {shown(kind)}[/] — {shown(example)}")
     console.print(f"[bold]server:[/] {_server_line(result)}")
     for note in result.server.notes:
         console.print(f"[yellow]server:[/] {shown(note)}")
-    warning = delivery_warning(d)
+    warning = result.delivery_warning()
     if warning:
         console.print(f"[yellow]delivery:[/] {warning}")
 
