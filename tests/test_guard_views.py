@@ -78,6 +78,9 @@ def test_ab_line_says_b_outputs_against_a(tmp_path: Path) -> None:
         assert ab_guard(unguarded, b_same).summary() == (
             "outputs: not checked (no A run has a usable output-guard record)"
         )
+        assert ab_guard(unguarded, b_same).recorded
+        bare_b = [_add(store, None, arm="B", repeat=4, config=B_CONFIG)]
+        assert not ab_guard(unguarded, bare_b).recorded
 
 
 def test_require_guard_filters_the_winner_candidates(tmp_path: Path) -> None:

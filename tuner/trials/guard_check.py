@@ -256,6 +256,11 @@ class ArmsGuard:
         return min(checked, key=lambda g: _SEVERITY[g.verdict.verdict])  # type: ignore[union-attr]
 
     @property
+    def recorded(self) -> bool:
+        """Whether any run of either arm has a guard record (else say nothing about outputs)."""
+        return self.reference is not None or any(g.verdict is not None for g in self.b)
+
+    @property
     def verdict(self) -> Verdict:
         """B's worst verdict (unknown when no B run could be compared)."""
         worst = self._worst(self.b)
