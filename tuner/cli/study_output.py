@@ -16,10 +16,10 @@ from rich.console import Console
 from rich.table import Table
 
 from tuner.cli.safe_text import markup
-from tuner.cli.trial_progress import TrialProgressDisplay
+from tuner.cli.trial_progress import TrialProgressDisplay, clock
 from tuner.studies.pruning import is_pruned
 from tuner.studies.stats import Verdict, format_relative
-from tuner.trials.events import TrialDone, TrialFailed, TrialPruned, TrialSkipped
+from tuner.trials.events import StudyStatus, TrialDone, TrialFailed, TrialPruned, TrialSkipped
 
 if TYPE_CHECKING:
     from tuner.studies.ab import ABReport
@@ -31,7 +31,13 @@ if TYPE_CHECKING:
 
 
 class StudyProgress:
-    """A trial display plus a study bar ``kind k/N ETA``; call it with each trial event."""
+    """A trial display plus a study bar ``kind k/N ETA``; call it with each trial event.
+
+    The study bar follows the study's own ``StudyStatus`` events when the
+    study sends them (launches done/total, wave, running/pruned counts, the
+    ETA of :class:`tuner.studies.progress.StudyTracker`, each trial row named
+    by its slot); before the first one it counts final trial events itself.
+    """
 
     def __init__(
         self, kind: str, total: int, *, show_log: bool = False, skips_extra: bool = False
@@ -42,10 +48,12 @@ class StudyProgress:
         self._skips_extra = skips_extra
 
         self.display: TrialProgressDisplay = TrialProgressDisplay(show_log=show_log)
+        self._kind = kind
         self._study = self.display.progress.add_task(
             f"{kind}: {total} trial(s)", total=total, trial="study", rate=""
         )
         self._final: set[str] = set()
+        self._tracked = False
 
     def __enter__(self) -> StudyProgress:
         self.display.__enter__()
@@ -55,8 +63,12 @@ class StudyProgress:
         self.display.__exit__(*exc)
 
     def __call__(self, event: TrialEvent) -> None:
-
+        if isinstance(event, StudyStatus):
+            self._status(event)
+            return
         self.display(event)
+        if self._tracked:
+            return
         if isinstance(event, TrialDone | TrialFailed | TrialSkipped | TrialPruned):
             trial_id = event.trial.id
             if trial_id not in self._final:
@@ -65,6 +77,39 @@ class StudyProgress:
                     self._total += 1
                     self.display.progress.update(self._study, total=self._total)
                 self.display.progress.advance(self._study)
+
+    def _status(self, status: StudyStatus) -> None:
+        """The study bar from the study's own figures (never raises into the study)."""
+        try:
+            self._tracked = True
+            self.display.progress.update(
+                self._study,
+                total=max(status.total, 1),
+                completed=status.done,
+                description=study_line(self._kind, status),
+                eta=status.eta_s,
+                rate=f"{clock(status.elapsed_s)} elapsed",
+            )
+            for slot in status.slots:
+                if slot.trial_id is not None:
+                    self.display.name(slot.trial_id, f"{slot.slot} {slot.label}"[:28])
+        except Exception:  # a display glitch must not fail the study
+            return
+
+
+def study_line(kind: str, status: StudyStatus) -> str:
+    """``A/B wave 2/3 · 2 running · 1 pruned · look 1 ...`` — the study bar's description."""
+    parts = [kind]
+    if status.wave is not None and status.waves:
+        parts.append(f"wave {status.wave}/{status.waves}")
+    parts.append(f"{status.running} running")
+    if status.pruned:
+        parts.append(f"{status.pruned} pruned")
+    if status.failed:
+        parts.append(f"[red]{status.failed} failed[/]")
+    if status.note:
+        parts.append(markup(status.note))
+    return " · ".join(parts)
 
 
 def jsonable(value: Any) -> Any:

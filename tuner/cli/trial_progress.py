@@ -19,10 +19,13 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
     SpinnerColumn,
+    Task,
     TextColumn,
     TimeRemainingColumn,
 )
+from rich.text import Text
 
 from tuner.trials.events import (
     TrialBackend,
@@ -45,6 +48,29 @@ _STAGE_TEXT = {
 }
 
 
+def clock(seconds: float | None) -> str:
+    """``1:02:03`` / ``4:05`` for an ETA or elapsed time; ``-:--`` when unknown."""
+    if seconds is None:
+        return "-:--"
+    whole = round(max(0.0, seconds))
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+class EtaColumn(ProgressColumn):
+    """Time left: the task's own ``eta`` field when it has one (a study's model), else Rich's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._fallback = TimeRemainingColumn()
+
+    def render(self, task: Task) -> Text:
+        if "eta" in task.fields:
+            return Text(clock(task.fields["eta"]), style="progress.remaining")
+        return self._fallback.render(task)
+
+
 class TrialProgressDisplay:
     """Renders TrialEvents; call the instance with each event.
 
@@ -62,7 +88,7 @@ class TrialProgressDisplay:
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("ETA"),
-            TimeRemainingColumn(),
+            EtaColumn(),
             TextColumn("{task.fields[rate]}"),
             console=self.console,
             transient=False,
@@ -84,6 +110,12 @@ class TrialProgressDisplay:
                 "queued", total=None, trial=trial_id[:8], rate=""
             )
         return self._tasks[trial_id]
+
+    def name(self, trial_id: str, text: str) -> None:
+        """Show ``text`` (e.g. ``GPU 0 A1``) as the trial's row name, while its row is open."""
+        task = self._tasks.get(trial_id)
+        if task is not None:
+            self.progress.update(task, trial=text)
 
     def _close(self, trial_id: str) -> None:
         self._closed.add(trial_id)

@@ -315,6 +315,62 @@ def _tags(design: SequentialDesign | None, order: str, total: int) -> dict[str, 
     return tags
 
 
+@dataclass(frozen=True)
+class _ArmTrials:
+    """Builds a wave's trials: each (arm, repeat) of the plan as a trial of the study."""
+
+    a: EngineConfig
+    b: EngineConfig
+    workload: Workload
+    study: str
+    objective: str
+    tags: dict[str, Any]
+
+    def __call__(self, wave: int, plan: list[tuple[str, int]]) -> list[Trial]:
+        return [
+            Trial(
+                config=self.a if arm == "A" else self.b,
+                workload=self.workload,
+                study=self.study,
+                objective=self.objective,
+                arm=arm,
+                repeat=rep,
+                tags={**self.tags, "wave": wave},
+            )
+            for arm, rep in plan
+        ]
+
+
+async def _run_waves(
+    waves: list[list[tuple[str, int]]],
+    make: Callable[[int, list[tuple[str, int]]], list[Trial]],
+    slots: list[tuple[str, ...]],
+    runner: TrialRunner,
+    monitor: SequentialMonitor | None,
+    objective: str,
+    on_trial: Callable[[Trial], None] | None,
+) -> list[Trial]:
+    """Run the A/B wave by wave; a sequential monitor looks after each and may stop it.
+
+    Returns the trials run, in wave order.
+    """
+    done: list[Trial] = []
+    progress = runner.progress
+    for wave, plan in enumerate(waves):
+        progress.wave(wave, note=f"wave {wave + 1}: {len(plan)} launch(es)")
+        finished = await runner.all(make(wave, plan), _placement(wave, plan, slots), on_trial)
+        done.extend(finished)
+        if monitor is None:
+            continue
+        a_values = [v for t in done if t.arm == "A" and (v := value_of(t, objective))]
+        b_values = [v for t in done if t.arm == "B" and (v := value_of(t, objective))]
+        look = monitor.look(objective, a_values, b_values)
+        progress.say(f"look {len(monitor.looks)} after wave {wave + 1}: {look.decision}")
+        if look.decision is not Decision.CONTINUE:
+            break
+    return done
+
+
 async def run_ab(
     a: EngineConfig,
     b: EngineConfig,
@@ -376,30 +432,12 @@ async def run_ab(
     name = study or study_name("ab")
     size = max(world_size(Trial(a, workload)), world_size(Trial(b, workload)))
     slots = [slot.devices for slot in runner.pool.slots(size)]
-    pairs = len(slots) // 2
-    tags = _tags(design, order if pairs < 1 else "parallel-swap", total)
+    waves = _waves(total, len(slots) // 2, order)
+    tags = _tags(design, order if len(slots) < 2 else "parallel-swap", total)
+    runner.begin(name, "ab", 2 * total, waves=len(waves))
+    make = _ArmTrials(a, b, workload, name, objective, tags)
     monitor = SequentialMonitor(design) if design else None
-    done: list[Trial] = []
-    for wave, plan in enumerate(_waves(total, pairs, order)):
-        batch = [
-            Trial(
-                config=a if arm == "A" else b,
-                workload=workload,
-                study=name,
-                objective=objective,
-                arm=arm,
-                repeat=rep,
-                tags={**tags, "wave": wave},
-            )
-            for arm, rep in plan
-        ]
-        finished = await runner.all(batch, _placement(wave, plan, slots), on_trial)
-        done.extend(finished)
-        if monitor is not None:
-            a_values = [v for t in done if t.arm == "A" and (v := value_of(t, objective))]
-            b_values = [v for t in done if t.arm == "B" and (v := value_of(t, objective))]
-            if monitor.look(objective, a_values, b_values).decision is not Decision.CONTINUE:
-                break
+    done = await _run_waves(waves, make, slots, runner, monitor, objective, on_trial)
     return build_report(
         done,
         study=name,

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tuner.studies.progress import StudyTracker
 from tuner.studies.pruning import PRUNED_TAG, PruneDecision
 from tuner.trials.context import resolve_context
 from tuner.trials.events import TrialEvent, TrialProgress, TrialPruned
@@ -90,6 +91,8 @@ class TrialRunner:
         command_for: Builds the engine command line per config — engine
             doubles in tests only; production leaves it None (real vLLM).
         gpus: The GPU ids the study may use (``--gpus``); None: all visible.
+        progress: The study's launches, waves and slots; its ``StudyStatus``
+            events go to ``on_event`` with the trial events.
     """
 
     store: TrialStore
@@ -97,8 +100,17 @@ class TrialRunner:
     options: dict[str, Any] = field(default_factory=dict)
     command_for: Callable[[EngineConfig], list[str]] | None = None
     gpus: list[str] | None = None
+    progress: StudyTracker = field(default_factory=StudyTracker, repr=False)
     _contexts: dict[str, Any] = field(default_factory=dict, repr=False)
     _pool: GpuPool | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self.progress.emit = self._forward
+
+    def begin(self, study: str, kind: str, total: int, waves: int | None = None) -> StudyTracker:
+        """A study starts: ``total`` trials planned (``waves`` if it has them); its tracker."""
+        self.progress.begin(study, kind, total, self.slot_count(), waves)
+        return self.progress
 
     @property
     def pool(self) -> GpuPool:
@@ -137,14 +149,27 @@ class TrialRunner:
             kwargs["gpu_indices"] = slot.indices
         return kwargs
 
-    def _emit(self, event: TrialEvent) -> None:
+    def _forward(self, event: TrialEvent) -> None:
         if self.on_event is not None:
             self.on_event(event)
 
+    def _emit(self, event: TrialEvent) -> None:
+        """A trial event: to the watcher, then folded into the study's progress."""
+        self._forward(event)
+        self.progress.observe(event)
+
     async def _run_one(self, trial: Trial, slot: GpuSlot | None, watch: Watch | None) -> Trial:
+        name = _slot_name(slot)
+        self.progress.slot_start(name, trial)
+        try:
+            return await self._run_watched(trial, slot, watch)
+        finally:
+            self.progress.slot_end(name, trial)
+
+    async def _run_watched(self, trial: Trial, slot: GpuSlot | None, watch: Watch | None) -> Trial:
         kwargs = await self._pinned(trial.config, slot)
         if watch is None:
-            return await run_trial(trial, self.store, on_event=self.on_event, **kwargs)
+            return await run_trial(trial, self.store, on_event=self._emit, **kwargs)
         stopper = _Stopper(trial, watch, self._emit)
         try:
             return await run_trial(trial, self.store, on_event=stopper, **kwargs)
@@ -203,9 +228,19 @@ class TrialRunner:
             return []
 
         async def on_slot(first: Trial, slot: GpuSlot | None) -> Trial:
-            kwargs = await self._pinned(first.config, slot)
-            done = await run_workloads(trials, self.store, on_event=self.on_event, **kwargs)
+            name = _slot_name(slot)
+            self.progress.slot_start(name, first, tuple(trials[1:]))
+            try:
+                kwargs = await self._pinned(first.config, slot)
+                done = await run_workloads(trials, self.store, on_event=self._emit, **kwargs)
+            finally:
+                self.progress.slot_end(name, first)
             return done[0]
 
         await run_parallel([trials[0]], on_slot, self.pool)
         return trials
+
+
+def _slot_name(slot: GpuSlot | None) -> str:
+    """``GPU 0`` / ``GPU 0,1`` for a slot; ``engine`` without GPUs (one at a time)."""
+    return f"GPU {slot.visible}" if slot is not None else "engine"

@@ -425,7 +425,6 @@ async def run_search(
     Raises:
         SearchError: No parameters, n_trials < 1, or an unusable storage/study.
     """
-    from optuna.trial import TrialState
 
     if not space.params:
         raise SearchError("the search space is empty; give --param KEY=V1,V2 or --space FILE")
@@ -453,6 +452,7 @@ async def run_search(
         recovered=recovered,
     )
     budget = _Budget(n_trials)
+    progress = runner.begin(study, "tune", n_trials)
 
     async def worker() -> None:
         while budget.take():
@@ -460,17 +460,7 @@ async def run_search(
                 opt, base, workload, space, runner, study, url, owner, objectives, pruner
             )
             trial, outcome = done
-            report.trials.append(trial.id)
-            stopped = is_pruned(trial)
-            if stopped:
-                report.stopped_early += 1
-            elif outcome is TrialState.PRUNED:
-                report.pruned += 1
-            elif outcome is TrialState.COMPLETE:
-                report.measured += 1
-            else:
-                report.failed += 1
-            budget.finished(stopped or outcome in (TrialState.COMPLETE, TrialState.FAIL))
+            budget.finished(_count(report, trial, outcome, progress))
             if on_trial is not None:
                 on_trial(trial)
 
@@ -479,6 +469,25 @@ async def run_search(
     await asyncio.gather(*(worker() for _ in range(width)))
     report.best = best_trials(opt)
     return report
+
+
+def _count(report: SearchReport, trial: Trial, outcome: TrialState, progress: Any) -> bool:
+    """Add a finished point to the report; True when it counts towards ``n_trials``."""
+    from optuna.trial import TrialState
+
+    report.trials.append(trial.id)
+    if is_pruned(trial):  # stopped early as dominated: it cost an engine start
+        report.stopped_early += 1
+        return True
+    if outcome is TrialState.PRUNED:
+        report.pruned += 1
+        progress.extend(1)  # a rule-invalid point: no launch, not counted
+        return False
+    if outcome is TrialState.COMPLETE:
+        report.measured += 1
+    else:
+        report.failed += 1
+    return True
 
 
 @dataclass

@@ -298,9 +298,13 @@ async def run_sweep(
     current: dict[str, Any] = {}
     measured: dict[str, SweepPoint] = {}
     steps: list[SweepStep] = []
-    for param in params:
+    planned = [len(p.values()) * repeats for p in params]
+    progress = runner.begin(plan.study, "sweep", sum(planned))
+    for index, param in enumerate(params):
         points, fresh = _plan_points(param, current, base, workload, measured)
         batch = _batch(fresh, param, base, workload, plan)
+        progress.extend(len(batch) - planned[index])  # points measured before are reused
+        progress.say(f"knob {index + 1}/{len(params)}: {param.key}")
         if batch:
             await _measure(batch, param, runner, plan)
         for point in fresh:

@@ -5,7 +5,9 @@ the store or the log file. They mirror the engine's own events one level up:
 a trial adds the rules verdict, the stages of a run (start, warm-up,
 measurement, stop) and the benchmark's progress, and ends with exactly one of
 done, failed, skipped or pruned (stopped early by a study, see
-:mod:`tuner.studies.pruning`).
+:mod:`tuner.studies.pruning`). A study running trials adds ``StudyStatus``
+(launches done/total, waves, per-slot state, elapsed, ETA) through the same
+callback.
 """
 
 from __future__ import annotations
@@ -108,6 +110,75 @@ class TrialSkipped:
     findings: tuple[dict[str, object], ...]
 
 
+@dataclass(frozen=True)
+class SlotState:
+    """What one GPU slot (or, without GPUs, the one engine) is doing, for a study's display.
+
+    Attributes:
+        slot: ``GPU 0`` / ``GPU 0,1`` (its CUDA_VISIBLE_DEVICES), or ``engine``
+            without GPUs.
+        trial_id: The trial on it (None: idle).
+        label: What the trial is, short: ``A1`` (arm and repeat), the swept
+            values, or the search point number.
+        stage: The trial's stage (``starting``, ``ready``, ``warmup``,
+            ``measuring``, ``stopping``), or ``idle``.
+        requests_done, requests_total: The measured run's progress (None
+            before it starts; total None for duration-bound runs).
+    """
+
+    slot: str
+    trial_id: str | None
+    label: str
+    stage: str
+    requests_done: int | None = None
+    requests_total: int | None = None
+
+
+@dataclass(frozen=True)
+class StudyStatus:
+    """Where a study (A/B, sweep, search) stands: launches, waves, slots, elapsed and ETA.
+
+    Emitted by :class:`tuner.studies.progress.StudyTracker` through the same
+    callback as the trial events, whenever a slot changes, a trial ends or a
+    wave begins (and at most once a second while trials measure). The CLI's
+    study bar and the TUI render it; neither computes anything from it.
+
+    Attributes:
+        study: The study name.
+        kind: ``ab``, ``sweep`` or ``tune``.
+        done: Trials final (done, failed, skipped or pruned).
+        total: Trials planned. For a sequential A/B the most it may run
+            (it stops early when the verdict is clear); a search adds
+            rule-skipped points (they cost no launch and do not count).
+        running: Trials on a slot now.
+        pruned: Trials stopped early as dominated.
+        failed: Trials that failed.
+        wave: The current wave (1-based): an A/B's round of side-by-side
+            pairs; for a sweep or a search the round of slot-fulls.
+        waves: Waves planned (an upper bound for a sequential A/B).
+        slots: One state per slot, in slot order.
+        elapsed_s: Seconds since the study began.
+        eta_s: Seconds left, estimated from the launches finished so far
+            (mean launch time, the running trials' progress and the free
+            slots); None until a launch has finished.
+        note: One line of context (e.g. the A/B's last look, the swept knob).
+    """
+
+    study: str
+    kind: str
+    done: int
+    total: int
+    running: int
+    pruned: int
+    failed: int
+    wave: int | None
+    waves: int | None
+    slots: tuple[SlotState, ...]
+    elapsed_s: float
+    eta_s: float | None
+    note: str = ""
+
+
 TrialEvent = (
     TrialQueued
     | TrialStage
@@ -118,5 +189,6 @@ TrialEvent = (
     | TrialFailed
     | TrialSkipped
     | TrialPruned
+    | StudyStatus
 )
 TrialEventCallback = Callable[[TrialEvent], None]
