@@ -109,12 +109,8 @@ def _from_preset(name_or_path: str, allow_env: tuple[str, ...], allow_code: bool
 
 def _from_trial(trial_id: str) -> Preset:
     """The preset for a stored trial: its config, workload, results and provenance."""
-    from tuner.export.errors import ExportError
+    # Deferred for start-up time like every command's imports; tunelab's own module is
+    # always there (issue 12: no ImportError guards around tunelab's own modules).
+    from tuner.export.trial import preset_from_trial
 
-    try:
-        from tuner.export.trial import preset_from_trial
-    except ImportError as exc:
-        raise ExportError(
-            f"trial store not available ({exc}); export a preset file with --preset instead"
-        ) from None
     return preset_from_trial(trial_id)
