@@ -7,6 +7,10 @@ prints a table or, with ``--json``, the report on stdout. ``--slo`` takes two
 forms: ``METRIC<=VALUE`` (a constraint on a result key, e.g.
 ``p99_ttft_ms<=500``, that decides which trials count) and ``KEY:MS`` (a
 goodput objective of the workload, e.g. ``ttft:500``, as in ``tunelab run``).
+Every trial runs the output-drift guard (``--guard-prompts``,
+``--guard-tokens``, ``--no-guard``; tuner.lab.run.guard_settings), and the A/B
+report ends with its verdict on the arms (tuner.cli.guard_view). ``winner``
+lives in tuner.cli.study_winner and is registered here.
 Exit status: 0 when the study ran, 1 when it produced no usable measurement,
 2 for input tunelab cannot use, 130 when interrupted.
 """

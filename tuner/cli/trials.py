@@ -5,7 +5,9 @@ the shared options, runs one trial with a live progress display and stores
 it; exit status 0 when it was measured, 1 when it failed or the rules
 skipped it, 2 for input tunelab cannot use. ``results`` lists stored trials
 (table, ``--json`` or ``--csv``), ``show`` prints one trial with its log's
-tail. All three first mark trials of a killed tunelab as interrupted.
+tail; both (not --csv) say what the output-drift guard found against the study's
+baseline (tuner.cli.guard_view), and ``run`` takes the guard's options.
+All three first mark trials of a killed tunelab as interrupted.
 """
 
 from __future__ import annotations
