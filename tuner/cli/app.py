@@ -35,6 +35,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "trials",
     "studies",
     "capacity",
+    "ablate",
     "report",
     "jobs",
 )
