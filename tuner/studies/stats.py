@@ -327,65 +327,119 @@ def compare(
             "compare it on the difference scale"
         )
     used = scale or (Scale.RATIO if positive else Scale.DIFFERENCE)
-    diff = b.mean - a.mean
     if used is Scale.RATIO:
-        # Welch on the logs: the interval of log(B/A); its mean difference is the
-        # log of the geometric-mean ratio.
-        a_log = ArmStats.of([math.log(v) for v in a.samples])
-        b_log = ArmStats.of([math.log(v) for v in b.samples])
-        low, high, df = welch_interval(a_log, b_log, confidence)
-        base = math.exp(a_log.mean)
-        rel: float | None = math.exp(b_log.mean - a_log.mean) - 1.0
-        known = math.isfinite(low) and math.isfinite(high)
-        rel_low: float | None = math.exp(low) - 1.0 if known else None
-        rel_high: float | None = math.exp(high) - 1.0 if known else None
-        abs_low = base * rel_low if rel_low is not None else -math.inf
-        abs_high = base * rel_high if rel_high is not None else math.inf
-        whole, zero = "change B/A", "0%"
+        span = _ratio_interval(a, b, confidence)
     else:
-        low, high, df = welch_interval(a, b, confidence)
-        scale_a = abs(a.mean)
-        rel = (diff / scale_a) if scale_a else None
-        rel_low = (low / scale_a) if scale_a else None
-        rel_high = (high / scale_a) if scale_a else None
-        abs_low, abs_high = low, high
-        whole, zero = "difference", "0"
-
-    verdict = Verdict.NO_DIFFERENCE
-    if a.n < 2 or b.n < 2:
-        reason = "needs at least 2 repeats per arm to estimate the noise"
-    elif low <= 0.0 <= high:
-        reason = f"the {confidence:.0%} interval of the {whole} contains {zero}"
-    else:
-        nearest = None
-        if rel_low is not None and rel_high is not None:
-            nearest = min(abs(rel_low), abs(rel_high))
-        if min_rel_effect > 0 and (nearest is None or nearest < min_rel_effect):
-            reason = (
-                f"the difference is real but may be below the {min_rel_effect:.1%} "
-                "that counts as a win"
-            )
-        else:
-            b_is_higher = low > 0.0
-            b_wins = b_is_higher == (way is Direction.HIGHER)
-            verdict = Verdict.B_BETTER if b_wins else Verdict.A_BETTER
-            reason = f"the {confidence:.0%} interval of the {whole} excludes {zero}"
+        span = _difference_interval(a, b, confidence)
+    verdict, reason = _verdict(a, b, span, way, confidence, min_rel_effect)
     return Comparison(
         metric=metric,
         direction=way,
         a=a,
         b=b,
-        diff=diff,
-        ci_low=abs_low,
-        ci_high=abs_high,
-        rel_diff=rel,
-        rel_ci_low=rel_low,
-        rel_ci_high=rel_high,
-        df=df,
+        diff=b.mean - a.mean,
+        ci_low=span.abs_low,
+        ci_high=span.abs_high,
+        rel_diff=span.rel,
+        rel_ci_low=span.rel_low,
+        rel_ci_high=span.rel_high,
+        df=span.df,
         confidence=confidence,
         verdict=verdict,
         reason=reason,
         scale=used,
+    )
+
+
+@dataclass(frozen=True)
+class _Interval:
+    """Welch's interval on one scale, in the units the verdict and the report need.
+
+    ``low``/``high`` are on the tested scale (log ratio or difference), so
+    "no change" is 0 on both; the ``rel_*`` and ``abs_*`` forms are what the
+    report prints. ``whole``/``zero`` name the scale in the verdict's reason.
+    """
+
+    low: float
+    high: float
+    df: float
+    rel: float | None
+    rel_low: float | None
+    rel_high: float | None
+    abs_low: float
+    abs_high: float
+    whole: str
+    zero: str
+
+
+def _ratio_interval(a: ArmStats, b: ArmStats, confidence: float) -> _Interval:
+    """Welch on the logs: the interval of log(B/A), its centre the geometric-mean ratio."""
+    a_log = ArmStats.of([math.log(v) for v in a.samples])
+    b_log = ArmStats.of([math.log(v) for v in b.samples])
+    low, high, df = welch_interval(a_log, b_log, confidence)
+    base = math.exp(a_log.mean)
+    known = math.isfinite(low) and math.isfinite(high)
+    rel_low = math.exp(low) - 1.0 if known else None
+    rel_high = math.exp(high) - 1.0 if known else None
+    return _Interval(
+        low,
+        high,
+        df,
+        math.exp(b_log.mean - a_log.mean) - 1.0,
+        rel_low,
+        rel_high,
+        base * rel_low if rel_low is not None else -math.inf,
+        base * rel_high if rel_high is not None else math.inf,
+        "change B/A",
+        "0%",
+    )
+
+
+def _difference_interval(a: ArmStats, b: ArmStats, confidence: float) -> _Interval:
+    """Welch on the raw values: the interval of B - A (relative to |mean A| when nonzero)."""
+    low, high, df = welch_interval(a, b, confidence)
+    scale_a = abs(a.mean)
+    return _Interval(
+        low,
+        high,
+        df,
+        ((b.mean - a.mean) / scale_a) if scale_a else None,
+        (low / scale_a) if scale_a else None,
+        (high / scale_a) if scale_a else None,
+        low,
+        high,
+        "difference",
+        "0",
+    )
+
+
+def _verdict(
+    a: ArmStats,
+    b: ArmStats,
+    span: _Interval,
+    way: Direction,
+    confidence: float,
+    min_rel_effect: float,
+) -> tuple[Verdict, str]:
+    """The verdict and its reason: a win only when the interval excludes no change by enough."""
+    if a.n < 2 or b.n < 2:
+        return Verdict.NO_DIFFERENCE, "needs at least 2 repeats per arm to estimate the noise"
+    if span.low <= 0.0 <= span.high:
+        return (
+            Verdict.NO_DIFFERENCE,
+            f"the {confidence:.0%} interval of the {span.whole} contains {span.zero}",
+        )
+    nearest = None
+    if span.rel_low is not None and span.rel_high is not None:
+        nearest = min(abs(span.rel_low), abs(span.rel_high))
+    if min_rel_effect > 0 and (nearest is None or nearest < min_rel_effect):
+        return Verdict.NO_DIFFERENCE, (
+            f"the difference is real but may be below the {min_rel_effect:.1%} that counts as a win"
+        )
+    b_wins = (span.low > 0.0) == (way is Direction.HIGHER)
+    return (
+        Verdict.B_BETTER if b_wins else Verdict.A_BETTER,
+        f"the {confidence:.0%} interval of the {span.whole} excludes {span.zero}",
     )
 
 

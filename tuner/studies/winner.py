@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from tuner.errors import TunelabError
 from tuner.studies.common import meets, point_key, value_of
+from tuner.studies.pruning import is_pruned
 from tuner.studies.space import Constraint, parse_constraint
 from tuner.studies.stats import (
     Comparison,
@@ -105,6 +106,71 @@ def study_constraints(trials: Sequence[Trial]) -> list[Constraint]:
     return []
 
 
+def _qualifying(
+    trials: Sequence[Trial], goal: str, slo: Sequence[Constraint]
+) -> tuple[dict[str, Point], dict[str, int]]:
+    """The finished trials that qualify, grouped by point, and how many were left out, by why."""
+    from tuner.trials.model import TrialStatus
+
+    excluded = {
+        "skipped by the rules": 0,
+        "stopped early (pruned)": 0,
+        "not finished": 0,
+        "misses SLO": 0,
+        "no objective": 0,
+    }
+    points: dict[str, Point] = {}
+    for t in trials:
+        if t.status is TrialStatus.SKIPPED:
+            excluded["skipped by the rules"] += 1
+            continue
+        if is_pruned(t):
+            excluded["stopped early (pruned)"] += 1
+            continue
+        if t.status is not TrialStatus.DONE:
+            excluded["not finished"] += 1
+            continue
+        value = value_of(t, goal)
+        if value is None:
+            excluded["no objective"] += 1
+            continue
+        if not meets(t, slo):
+            excluded["misses SLO"] += 1
+            continue
+        point = points.setdefault(point_key(t), Point(point_key(t), goal))
+        point.trials.append(t)
+        point.samples.append(value)
+    return points, excluded
+
+
+def _margin(
+    goal: str, winner: Point, runner: Point | None, way: Direction, confidence: float
+) -> tuple[Comparison | None, str]:
+    """The winner's margin over the runner-up, and the sentence that says what it means."""
+    if runner is None:
+        return (
+            None,
+            f"only one qualifying point: {goal} {winner.mean:.4g} (n={len(winner.samples)})",
+        )
+    margin = compare(goal, runner.samples, winner.samples, direction=way, confidence=confidence)
+    rel = format_relative(margin)
+    if margin.verdict is Verdict.B_BETTER:
+        return margin, (
+            f"winner beats the runner-up on {goal} by {rel} ({confidence:.0%} interval over "
+            f"{margin.b.n} vs {margin.a.n} runs): a real margin"
+        )
+    if margin.a.n < 2 or margin.b.n < 2:
+        return margin, (
+            f"winner leads the runner-up on {goal} by {margin.rel_diff:+.1%}, but one of them "
+            "ran only once: the noise is unknown, so this is not yet a win — confirm with "
+            "`tunelab ab` (repeats >= 3)"
+        )
+    return margin, (
+        f"winner leads the runner-up on {goal} by {rel}, inside the noise "
+        f"({confidence:.0%} interval contains 0): no significant difference"
+    )
+
+
 def pick_winner(
     trials: Sequence[Trial],
     *,
@@ -125,8 +191,6 @@ def pick_winner(
     Raises:
         WinnerError: No finished trial, or none meets the SLO.
     """
-    from tuner.trials.model import TrialStatus
-
     if not trials:
         raise WinnerError(
             f"study {study!r} has no trials; run `tunelab tune` or `tunelab sweep` first"
@@ -134,25 +198,7 @@ def pick_winner(
     goal = objective or trials[0].objective
     way = metric_direction(goal)
     slo = list(constraints) if constraints is not None else study_constraints(trials)
-    excluded = {"skipped by the rules": 0, "not finished": 0, "misses SLO": 0, "no objective": 0}
-    points: dict[str, Point] = {}
-    for t in trials:
-        if t.status is TrialStatus.SKIPPED:
-            excluded["skipped by the rules"] += 1
-            continue
-        if t.status is not TrialStatus.DONE:
-            excluded["not finished"] += 1
-            continue
-        value = value_of(t, goal)
-        if value is None:
-            excluded["no objective"] += 1
-            continue
-        if not meets(t, slo):
-            excluded["misses SLO"] += 1
-            continue
-        point = points.setdefault(point_key(t), Point(point_key(t), goal))
-        point.trials.append(t)
-        point.samples.append(value)
+    points, excluded = _qualifying(trials, goal, slo)
     if not points:
         why = ", ".join(f"{n} {k}" for k, n in excluded.items() if n)
         raise WinnerError(
@@ -163,28 +209,7 @@ def pick_winner(
     ranked = sorted(points.values(), key=lambda p: p.mean, reverse=way is Direction.HIGHER)
     winner = ranked[0]
     runner = ranked[1] if len(ranked) > 1 else None
-    margin = None
-    if runner is None:
-        statement = f"only one qualifying point: {goal} {winner.mean:.4g} (n={len(winner.samples)})"
-    else:
-        margin = compare(goal, runner.samples, winner.samples, direction=way, confidence=confidence)
-        rel = format_relative(margin)
-        if margin.verdict is Verdict.B_BETTER:
-            statement = (
-                f"winner beats the runner-up on {goal} by {rel} ({confidence:.0%} interval over "
-                f"{margin.b.n} vs {margin.a.n} runs): a real margin"
-            )
-        elif margin.a.n < 2 or margin.b.n < 2:
-            statement = (
-                f"winner leads the runner-up on {goal} by {margin.rel_diff:+.1%}, but one of them "
-                "ran only once: the noise is unknown, so this is not yet a win — confirm with "
-                "`tunelab ab` (repeats >= 3)"
-            )
-        else:
-            statement = (
-                f"winner leads the runner-up on {goal} by {rel}, inside the noise "
-                f"({confidence:.0%} interval contains 0): no significant difference"
-            )
+    margin, statement = _margin(goal, winner, runner, way, confidence)
     return WinnerReport(
         study=study,
         objective=goal,
