@@ -139,3 +139,39 @@ def test_cli_prints_the_answer_and_json(tmp_path: Path) -> None:
     assert bad.returncode == 2
     assert "goodput syntax" in bad.stderr and "p99_ttft_ms<=500" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_capacity_ab_between_two_max_num_seqs(tmp_path: Path) -> None:
+    done = _cli(
+        "--model",
+        "engine-double",
+        "--set",
+        "max-num-seqs=3",
+        "--b-set",
+        "max-num-seqs=6",
+        "--slo",
+        "p99_ttft_ms<=60",
+        "--input-len",
+        "16",
+        "--output-len",
+        "16",
+        "--num-prompts",
+        "16",
+        "--warmup",
+        "0",
+        "--max",
+        "32",
+        "--launches",
+        "2",
+        "--probes",
+        "7",
+        "--json",
+        home=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert [lc["capacity"] for lc in data["a"]["launches"]] == [3, 3]
+    assert [lc["capacity"] for lc in data["b"]["launches"]] == [6, 6]
+    row = data["comparison"]
+    assert row["verdict"] == "B better" and row["rel_diff"] == pytest.approx(1.0)
+    assert data["summary"].startswith("B carries +100.0% [+100.0%, +100.0%] concurrency vs A")

@@ -11,14 +11,19 @@ Exit status: 0 when a capacity was measured, 1 when no launch measured one,
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from tuner.cli import options as opt
 
 if TYPE_CHECKING:
-    from tuner.studies.capacity import CapacityReport, LaunchCapacity
+    from tuner.bench.workload import Workload
+    from tuner.config import EngineConfig
+    from tuner.studies.capacity import CapacityAB, CapacityReport, Grid, LaunchCapacity
+    from tuner.studies.slo import SLO
 
 SloOpt = Annotated[
     str,
@@ -32,6 +37,56 @@ ByOpt = Annotated[
     str,
     typer.Option("--by", help="The load to raise: concurrency (users) or rate (requests/s)."),
 ]
+LaunchesOpt = Annotated[
+    int, typer.Option("--launches", min=1, help="Engine launches (3+ for an interval).")
+]
+ProbesOpt = Annotated[
+    int,
+    typer.Option(
+        "--probes", min=2, help="Measured loads per launch (search, then boundary re-runs)."
+    ),
+]
+StartOpt = Annotated[
+    float | None, typer.Option("--start", help="First load tried (default: one step).")
+]
+MaxOpt = Annotated[
+    float, typer.Option("--max", help="Largest load tried (meeting it means 'at least').")
+]
+StepOpt = Annotated[
+    float | None,
+    typer.Option("--step", help="Resolution of the answer (default 1 user, 0.5 req/s)."),
+]
+BSetOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--b-set",
+        help="Capacity A/B: arm B is the config with this KEY=VALUE too (repeatable); "
+        "arm A is the config as given.",
+    ),
+]
+BPresetOpt = Annotated[
+    str | None, typer.Option("--b-preset", help="Capacity A/B: arm B starts from this preset.")
+]
+ConfidenceOpt = Annotated[float, typer.Option("--confidence", min=0.5, max=0.999)]
+StudyOpt = Annotated[
+    str | None, typer.Option("--study", help="Study name (default capacity-<time>).")
+]
+VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Engine log lines.")]
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What a capacity command runs: the config(s), workload, SLO, grid and counts."""
+
+    a: EngineConfig
+    b: EngineConfig | None
+    base: Workload
+    slo: SLO
+    grid: Grid
+    launches: int
+    probes: int
+    study: str | None
+    confidence: float
 
 
 def register(app: typer.Typer) -> None:
@@ -42,48 +97,31 @@ def register(app: typer.Typer) -> None:
 def capacity_command(
     slo: SloOpt,
     by: ByOpt = "concurrency",
-    launches: Annotated[
-        int, typer.Option("--launches", min=1, help="Engine launches (3+ for an interval).")
-    ] = 3,
-    probes: Annotated[
-        int,
-        typer.Option(
-            "--probes", min=2, help="Measured loads per launch (search, then boundary re-runs)."
-        ),
-    ] = 10,
-    start: Annotated[
-        float | None, typer.Option("--start", help="First load tried (default: one step).")
-    ] = None,
-    limit: Annotated[
-        float, typer.Option("--max", help="Largest load tried (meeting it means 'at least').")
-    ] = 1024,
-    step: Annotated[
-        float | None,
-        typer.Option("--step", help="Resolution of the answer (default 1 user, 0.5 req/s)."),
-    ] = None,
+    launches: LaunchesOpt = 3,
+    probes: ProbesOpt = 10,
+    start: StartOpt = None,
+    limit: MaxOpt = 1024,
+    step: StepOpt = None,
     preset: opt.PresetOpt = None,
     allow_code: opt.AllowCodeOpt = False,
     set_items: opt.SetOpt = None,
+    b_set: BSetOpt = None,
+    b_preset: BPresetOpt = None,
     model: opt.ModelOpt = None,
     input_len: opt.InputLenOpt = opt.DEFAULT_INPUT_LEN,
     output_len: opt.OutputLenOpt = opt.DEFAULT_OUTPUT_LEN,
     num_prompts: opt.NumPromptsOpt = opt.DEFAULT_NUM_PROMPTS,
     warmup: opt.WarmupOpt = opt.DEFAULT_WARMUP,
     seed: opt.SeedOpt = 0,
-    confidence: Annotated[float, typer.Option("--confidence", min=0.5, max=0.999)] = 0.95,
-    study: Annotated[
-        str | None, typer.Option("--study", help="Study name (default capacity-<time>).")
-    ] = None,
+    confidence: ConfidenceOpt = 0.95,
+    study: StudyOpt = None,
     startup_timeout: opt.StartupTimeoutOpt = 600.0,
     store_path: opt.StoreOpt = None,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Engine log lines.")] = False,
+    verbose: VerboseOpt = False,
     as_json: opt.JsonOpt = False,
 ) -> None:
     """Capacity under an SLO: the largest concurrency (or rate) meeting it, over N launches."""
-    from tuner.cli import studies
-    from tuner.cli.study_output import StudyProgress, dump
     from tuner.studies.capacity import CapacityError, Grid
-    from tuner.studies.capacity_run import run_capacity
     from tuner.studies.slo import SLOError, parse_slo
 
     try:
@@ -102,35 +140,80 @@ def capacity_command(
         slo=",".join(f"{k}:{v:g}" for k, v in target.goodput().items()) or None,
     )
     config = opt.make_config("capacity", preset, model, set_items, allow_code=allow_code)
-    store = opt.open_store("capacity", store_path)
+    other = None
+    if b_set or b_preset:
+        other = _arm_b(b_preset or preset, model, set_items, b_set or [], allow_code)
+    plan = _Plan(config, other, base, target, grid, launches, probes, study, confidence)
+    _finish(_run(plan, store_path, startup_timeout, verbose, as_json), as_json)
+
+
+def _arm_b(
+    preset: str | None,
+    model: str | None,
+    set_items: list[str] | None,
+    b_set: list[str],
+    allow_code: bool,
+) -> EngineConfig:
+    """Arm B: its preset (or A's) with the shared --set items, then the --b-set items on top."""
+    from tuner.lab import config as lab_config
+
+    config = opt.make_config("capacity", preset, model, set_items, allow_code=allow_code)
     try:
-        with StudyProgress("capacity", launches * probes, show_log=verbose) as progress:
+        return lab_config.apply_items(config, b_set, allow_code=allow_code)
+    except lab_config.ConfigInputError as exc:
+        raise opt.usage_error("capacity", f"--b-set: {exc}") from None
+
+
+def _run(
+    plan: _Plan, store_path: str | None, startup_timeout: float, verbose: bool, quiet: bool
+) -> CapacityReport | CapacityAB:
+    """Runs the capacity study (or capacity A/B) with the study progress display."""
+    from tuner.cli import studies
+    from tuner.cli.study_output import StudyProgress
+    from tuner.studies.capacity import CapacityError
+    from tuner.studies.capacity_run import run_capacity, run_capacity_ab
+
+    store = opt.open_store("capacity", store_path)
+    arms = 2 if plan.b is not None else 1
+    kwargs: dict[str, Any] = {
+        "launches": plan.launches,
+        "probes": plan.probes,
+        "study": plan.study,
+        "confidence": plan.confidence,
+    }
+    try:
+        total = arms * plan.launches * plan.probes
+        with StudyProgress("capacity", total, show_log=verbose) as progress:
             runner = studies.make_runner(store, progress, startup_timeout)
-            report = studies._run_async(
-                "capacity",
-                lambda: run_capacity(
-                    config,
-                    base,
-                    target,
-                    grid,
-                    runner,
-                    launches=launches,
-                    probes=probes,
-                    study=study,
-                    confidence=confidence,
-                    on_launch=None if as_json else _print_launch,
-                ),
-            )
+            if plan.b is None:
+                one = partial(run_capacity, plan.a, plan.base, plan.slo, plan.grid, runner)
+                kwargs["on_launch"] = None if quiet else _print_launch
+                return studies._run_async("capacity", lambda: one(**kwargs))
+            ab = partial(run_capacity_ab, plan.a, plan.b, plan.base, plan.slo, plan.grid, runner)
+            kwargs["on_launch"] = None if quiet else _print_arm_launch
+            return studies._run_async("capacity", lambda: ab(**kwargs))
     except CapacityError as exc:
         typer.echo(f"tunelab capacity: {_with_fix(exc)}", err=True)
         raise typer.Exit(exc.exit_code) from None
     finally:
         store.close()
+
+
+def _finish(report: CapacityReport | CapacityAB, as_json: bool) -> None:
+    """Prints the report; exit 1 when nothing (or an arm) measured no capacity."""
+    from tuner.cli.study_output import dump
+    from tuner.studies.capacity import CapacityAB
+
     if as_json:
         typer.echo(dump(report.to_dict()))
+    elif isinstance(report, CapacityAB):
+        print_capacity(report.a, "A")
+        print_capacity(report.b, "B")
+        typer.echo(report.summary())
     else:
         print_capacity(report)
-    if report.interval is None:
+    measured = report.comparison if isinstance(report, CapacityAB) else report.interval
+    if measured is None:
         raise typer.Exit(1)
 
 
@@ -146,14 +229,20 @@ def _print_launch(answer: LaunchCapacity) -> None:
     typer.echo(f"launch {answer.launch + 1}: {what}  (probes: {loads})", err=True)
 
 
-def print_capacity(report: CapacityReport) -> None:
+def _print_arm_launch(arm: str, answer: LaunchCapacity) -> None:
+    typer.echo(f"arm {arm}, ", err=True, nl=False)
+    _print_launch(answer)
+
+
+def print_capacity(report: CapacityReport, arm: str | None = None) -> None:
     """The per-launch table and the one-line answer."""
     from rich.console import Console
     from rich.table import Table
 
     from tuner.cli.safe_text import markup
 
-    table = Table(title=f"capacity — study {markup(report.study)}", title_justify="left")
+    title = f"capacity — study {markup(report.study)}" + (f", arm {arm}" if arm else "")
+    table = Table(title=title, title_justify="left")
     for name in ("launch", "capacity", "first miss", "probes (✗ = missed)", "note"):
         table.add_column(name)
     for launch in report.launches:

@@ -33,7 +33,14 @@ from typing import Any, Literal
 
 from tuner.errors import TunelabError
 from tuner.studies.slo import SLO
-from tuner.studies.stats import t_quantile
+from tuner.studies.stats import (
+    Comparison,
+    Direction,
+    Verdict,
+    compare,
+    format_relative,
+    t_quantile,
+)
 
 By = Literal["concurrency", "rate"]
 BY_CHOICES: tuple[By, ...] = ("concurrency", "rate")
@@ -323,4 +330,49 @@ class CapacityReport:
                 "confidence_level": iv.confidence,
             },
             "launches": [launch.to_dict() for launch in self.launches],
+        }
+
+
+@dataclass
+class CapacityAB:
+    """Capacity as an A/B objective: two configs' capacities over launches, compared.
+
+    Attributes:
+        a, b: Each arm's capacity study (same SLO, grid and study name).
+    """
+
+    a: CapacityReport
+    b: CapacityReport
+
+    @property
+    def comparison(self) -> Comparison | None:
+        """B against A on the capacity per launch (None until both arms measured one)."""
+        a, b = self.a.capacities, self.b.capacities
+        if not a or not b:
+            return None
+        return compare("capacity", a, b, direction=Direction.HIGHER, confidence=self.a.confidence)
+
+    def summary(self) -> str:
+        """``B carries +31% [+18%, +45%] more concurrency at ...: B better`` and both arms."""
+        row = self.comparison
+        what = UNIT[self.a.by]
+        if row is None:
+            return f"capacity A/B at {self.a.slo}: an arm measured nothing"
+        verdict = {
+            Verdict.B_BETTER: "B better",
+            Verdict.A_BETTER: "A better",
+            Verdict.NO_DIFFERENCE: "no significant difference",
+        }[row.verdict]
+        return (
+            f"B carries {format_relative(row)} {what} vs A at {self.a.slo}: {verdict} "
+            f"({row.reason}); A: {self.a.summary()}; B: {self.b.summary()}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        row = self.comparison
+        return {
+            "summary": self.summary(),
+            "comparison": row.to_dict() if row is not None else None,
+            "a": self.a.to_dict(),
+            "b": self.b.to_dict(),
         }

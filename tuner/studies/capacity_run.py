@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from tuner.studies.capacity import (
     Bracket,
+    CapacityAB,
     CapacityError,
     CapacityReport,
     Grid,
@@ -135,6 +136,7 @@ async def run_launch(
     study: str,
     launch: int,
     probes: int = DEFAULT_PROBES,
+    arm: str | None = None,
 ) -> LaunchCapacity:
     """One engine launch: the doubling-then-bisection search over ``probes`` probe trials.
 
@@ -150,6 +152,7 @@ async def run_launch(
             workload=base,
             study=study,
             objective=slo.keys[0],
+            arm=arm,
             repeat=launch,
             tags={**tags, "probe": i},
         )
@@ -232,10 +235,7 @@ async def run_capacity(
     Raises:
         CapacityError: Fewer than 1 launch, or fewer probes than one doubling and one bisection.
     """
-    if launches < 1:
-        raise CapacityError(f"launches must be >= 1 (3 or more for an interval), got {launches}")
-    if probes < 2:
-        raise CapacityError(f"probes must be >= 2 per launch, got {probes}", fix="use --probes 10")
+    _check_counts(launches, probes)
     name = study or study_name("capacity")
     answers: list[LaunchCapacity] = []
     for launch in range(launches):
@@ -246,3 +246,65 @@ async def run_capacity(
         if on_launch is not None:
             on_launch(answer)
     return CapacityReport(name, grid.by, str(slo), grid, answers, confidence)
+
+
+def _check_counts(launches: int, probes: int) -> None:
+    if launches < 1:
+        raise CapacityError(f"launches must be >= 1 (3 or more for an interval), got {launches}")
+    if probes < 2:
+        raise CapacityError(f"probes must be >= 2 per launch, got {probes}", fix="use --probes 10")
+
+
+async def run_capacity_ab(
+    a: EngineConfig,
+    b: EngineConfig,
+    base: Workload,
+    slo: SLO,
+    grid: Grid,
+    runner: TrialRunner,
+    *,
+    launches: int = 3,
+    probes: int = DEFAULT_PROBES,
+    study: str | None = None,
+    confidence: float = 0.95,
+    on_launch: Callable[[str, LaunchCapacity], None] | None = None,
+) -> CapacityAB:
+    """Capacity as an A/B objective: both configs searched on ``launches`` launches each.
+
+    Launches alternate A B B A ... (tuner.studies.ab.schedule), so slow drift of
+    the machine hits both arms alike; the capacities per launch are compared
+    with Welch's interval on B/A, as any A/B metric.
+
+    Raises:
+        CapacityError: Bad counts, or arms on different models.
+    """
+    from tuner.studies.ab import schedule
+
+    _check_counts(launches, probes)
+    if a.model != b.model:
+        raise CapacityError(
+            f"arms A and B serve different models ({a.model} vs {b.model})",
+            fix="compare knobs on one model",
+        )
+    name = study or study_name("capacity-ab")
+    answers: dict[str, list[LaunchCapacity]] = {"A": [], "B": []}
+    for arm, launch in schedule(launches, "abba"):
+        answer = await run_launch(
+            a if arm == "A" else b,
+            base,
+            slo,
+            grid,
+            runner,
+            study=name,
+            launch=launch,
+            probes=probes,
+            arm=arm,
+        )
+        answers[arm].append(answer)
+        if on_launch is not None:
+            on_launch(arm, answer)
+    reports = {
+        arm: CapacityReport(name, grid.by, str(slo), grid, found, confidence)
+        for arm, found in answers.items()
+    }
+    return CapacityAB(reports["A"], reports["B"])
