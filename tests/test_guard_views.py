@@ -160,3 +160,20 @@ def test_report_without_guard_records_says_so(tmp_path: Path) -> None:
     written = write_report(tmp_path / "out", study="s", store_path=db)
     assert "no trial of this study ran the output-drift guard" in written.html.read_text()
     assert "## Output drift" not in written.markdown.read_text()
+
+
+def test_the_lab_answers_the_faces_ask(tmp_path: Path) -> None:
+    """Study.guards / compare().outputs / winner_candidates: the same answers, via tuner.lab."""
+    with TrialStore(tmp_path / "t.db") as store:
+        base = _add(store, BASE)
+        drifted = _add(store, DRIFTED, config=B_CONFIG, value=20.0)
+        study = Study(store, "s")
+        labels = {i: g.label() for i, g in study.guards().items()}
+        assert labels == {base.id: "baseline", drifted.id: "drifted"}
+        outputs = study.compare(base, drifted).outputs
+        assert outputs is not None
+        assert outputs.summary() == ab_guard([base], [drifted], base).summary()
+        assert outputs.summary().startswith("outputs: drifted on 1/2 prompts from token 2")
+        cands = study.winner_candidates("close")
+        assert [t.id for t in cands.kept] == [base.id]
+        assert [t.id for t, _ in cands.dropped] == [drifted.id]

@@ -32,7 +32,17 @@ from tuner.studies.ab import ABReport, build_report
 from tuner.studies.common import point_key
 from tuner.studies.stats import Direction, Verdict, metric_direction
 from tuner.studies.winner import WinnerError, pick_winner
-from tuner.trials.guard_check import BASELINE_KEY, choose_baseline
+from tuner.trials.guard_check import (
+    BASELINE_KEY,
+    ArmsGuard,
+    GuardFilter,
+    GuardRequirement,
+    TrialGuard,
+    ab_guard,
+    choose_baseline,
+    guard_verdicts,
+    require_guard,
+)
 from tuner.trials.model import Trial
 from tuner.trials.store import StoreError, TrialNotFound, TrialStore
 
@@ -77,12 +87,15 @@ class Comparison:
         source: An A/B's own trials, or the study's trials pooled per config.
         a: The trials of arm A (the baseline's config), in run order.
         b: The trials of arm B.
+        outputs: What the output-drift guard says about B's outputs against
+            the baseline's (:func:`tuner.trials.guard_check.ab_guard`).
     """
 
     report: ABReport
     source: ComparisonSource
     a: tuple[Trial, ...]
     b: tuple[Trial, ...]
+    outputs: ArmsGuard | None = None
 
     def provenance(self) -> str:
         """One sentence saying which trials the verdict rests on."""
@@ -218,13 +231,42 @@ class Study:
                 and point_key(arm_a[0]) == a_point
                 and point_key(arm_b[0]) == b_point
             ):
-                return Comparison(report, ComparisonSource.AB, arm_a, arm_b)
+                return Comparison(
+                    report, ComparisonSource.AB, arm_a, arm_b, self._outputs(arm_a, arm_b, trials)
+                )
         done = finished(trials)
         pool_a = tuple(t for t in done if point_key(t) == a_point)
         pool_b = tuple(t for t in done if point_key(t) == b_point)
         armed = [replace(t, arm="A") for t in pool_a] + [replace(t, arm="B") for t in pool_b]
         pooled = build_report(armed, study=self.name, objective=a.objective or OBJECTIVE)
-        return Comparison(pooled, ComparisonSource.POOLED, pool_a, pool_b)
+        return Comparison(
+            pooled, ComparisonSource.POOLED, pool_a, pool_b, self._outputs(pool_a, pool_b, trials)
+        )
+
+    def _outputs(
+        self, a: Sequence[Trial], b: Sequence[Trial], trials: Sequence[Trial]
+    ) -> ArmsGuard:
+        base = self.baseline(trials)
+        return ab_guard(a, b, base.trial if base else None)
+
+    # -- output-drift guard ----------------------------------------------------------------
+    def guards(self, trials: Sequence[Trial] | None = None) -> dict[str, TrialGuard]:
+        """Each trial's output-guard verdict against the baseline, by trial id.
+
+        The results table's column and the report's section; ``label()`` is
+        the cell, ``describe()`` the sentence.
+        """
+        ts = self.trials() if trials is None else list(trials)
+        base = self.baseline(ts)
+        return {g.trial.id: g for g in guard_verdicts(ts, base.trial if base else None)}
+
+    def winner_candidates(
+        self, require: GuardRequirement | None, trials: Sequence[Trial] | None = None
+    ) -> GuardFilter:
+        """The trials that may be named the winner under ``--require-guard same|close``."""
+        ts = self.trials() if trials is None else list(trials)
+        base = self.baseline(ts)
+        return require_guard(ts, require, base.trial if base else None)
 
     # -- export ------------------------------------------------------------------------
     def export_choice(self) -> tuple[Trial | None, str]:
