@@ -24,7 +24,7 @@ from tuner.trials.events import StudyStatus, TrialDone, TrialFailed, TrialPruned
 if TYPE_CHECKING:
     from tuner.studies.ab import ABReport
     from tuner.studies.search import SearchReport
-    from tuner.studies.sweep import SweepReport
+    from tuner.studies.sweep import SweepPoint, SweepReport
     from tuner.studies.winner import WinnerReport
     from tuner.trials.events import TrialEvent
     from tuner.trials.model import Trial
@@ -165,6 +165,15 @@ def _status(trial: Trial) -> str:
     return "pruned" if is_pruned(trial) else str(trial.status)
 
 
+def _slo_cell(point: SweepPoint) -> str:
+    """met / missed; ``-`` for a point stopped early (pruned) before anything was judged."""
+    if point.met_slo:
+        return "met"
+    if point.trials and all(is_pruned(t) for t in point.trials):
+        return "[dim]-[/]"
+    return "[red]missed[/]"
+
+
 def print_sweep(report: SweepReport) -> None:
 
     console = Console(highlight=False)
@@ -181,7 +190,7 @@ def print_sweep(report: SweepReport) -> None:
             table.add_row(
                 markup(" ".join(f"{k}={v}" for k, v in p.values.items())) + mark,
                 _num(p.objective(report.objective)),
-                "met" if p.met_slo else "[red]missed[/]",
+                _slo_cell(p),
                 markup(" ".join(f"{t.short_id}:{_status(t)}" for t in p.trials)),
             )
         console.print(table)

@@ -172,12 +172,20 @@ class TrialRunner:
             return await run_trial(trial, self.store, on_event=self._emit, **kwargs)
         stopper = _Stopper(trial, watch, self._emit)
         try:
-            return await run_trial(trial, self.store, on_event=stopper, **kwargs)
+            done = await run_trial(trial, self.store, on_event=stopper, **kwargs)
         except asyncio.CancelledError:
             if not stopper.ours():
                 raise
-        assert stopper.decision is not None
-        return self._pruned(trial, stopper.decision)
+            assert stopper.decision is not None
+            return self._pruned(trial, stopper.decision)
+        if stopper.decision is not None:
+            # The stop came as the run ended and was absorbed on its way out (the
+            # runner winds a crashed benchmark down under suppress): the trial
+            # ended on its own, so it is not pruned; take the cancel request back.
+            stopper.ours()
+            trial.tags.pop(PRUNED_TAG, None)
+            self.store.save(trial)
+        return done
 
     def _pruned(self, trial: Trial, decision: PruneDecision) -> Trial:
         """Record a stopped trial as pruned (engine already stopped by the runner)."""
