@@ -195,3 +195,11 @@ def test_a_preset_records_its_fingerprint_or_at_least_its_target() -> None:
 def test_collect_in_process_matches(tmp_path: Path) -> None:
     fp = collect(telemetry=_OneGpu())  # type: ignore[arg-type]
     assert fp.gpu_name == "AMD Instinct MI300X" and fp.platform == "cpu"
+
+
+def test_cached_collects_once_per_interpreter() -> None:
+    from tuner.environment import cached
+
+    cached.cache_clear()
+    first = cached(sys.executable)
+    assert cached(sys.executable) is first and cached.cache_info().hits == 1

@@ -16,6 +16,7 @@ never guessed.
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -227,6 +228,17 @@ def collect(python: str = sys.executable, *, telemetry: str | Backend = "auto") 
         numa_balancing=_read("/proc/sys/kernel/numa_balancing"),
         **gpu_facts(telemetry),
     )
+
+
+@functools.lru_cache(maxsize=8)
+def cached(python: str = sys.executable) -> Fingerprint:
+    """:func:`collect` once per interpreter and process: what the trial runner records per trial.
+
+    The software does not change under a running tunelab; the GPU facts
+    (power cap, partition) rarely do, and a study that changes them is a
+    study of them, which sets them per trial anyway.
+    """
+    return collect(python)
 
 
 def recorded_by_preset(preset: Any) -> Fingerprint:
