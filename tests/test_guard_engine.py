@@ -6,7 +6,8 @@ runner's own reference lookup) -> **same**. A second engine runs the demo
 config with ``dtype=float32`` instead of bfloat16 -> not same: on the random-
 weights tiny model the numbers move (mean |Δlogprob| > 0) and near-tied
 logits flip some greedy tokens, so vLLM really gives **drifted** (or at least
-**close**). Two engine starts, about 2.5 minutes on 2 cores; run under
+**close**). Two engine starts: 233 s measured on a shared, loaded 2-core box
+(load average ~5), less on an idle one; run under
 ``flock /tmp/tunelab-engine.lock``. The figures are printed (``-s``) for the
 closing note.
 """

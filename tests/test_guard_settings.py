@@ -35,7 +35,7 @@ def test_defaults_are_the_builtin_probes() -> None:
 
 def test_prompts_one_per_line_or_a_json_list(tmp_path: Path) -> None:
     lines = tmp_path / "p.txt"
-    lines.write_text("first prompt\n\n  \nsecond: {\"x\": 1}\n", encoding="utf-8")
+    lines.write_text('first prompt\n\n  \nsecond: {"x": 1}\n', encoding="utf-8")
     assert load_prompts(lines) == ("first prompt", 'second: {"x": 1}')
     js = tmp_path / "p.json"
     js.write_text(json.dumps(["multi\nline", "two"]), encoding="utf-8")
@@ -62,8 +62,10 @@ def test_a_bad_prompts_file_is_a_user_error_with_a_fix(
     with pytest.raises(GuardSettingsError) as err:
         GuardSettings(prompts_file=path)
     assert words in str(err.value) and str(path) in str(err.value)
-    assert isinstance(err.value, TunelabError) and err.value.fix and "one prompt per line" in (
-        err.value.fix
+    assert (
+        isinstance(err.value, TunelabError)
+        and err.value.fix
+        and "one prompt per line" in (err.value.fix)
     )
 
 
