@@ -14,7 +14,8 @@ stop. Printed per noise level:
   difference (power) where there is one.
 
 Run: ``.venv/bin/python benchmarks/ab_sequential.py`` (about 3-5 minutes on
-one core; ``--sims 300`` for a quick look).
+one core; ``--sims 300`` for a quick look); ``--spending front --pooled``
+for the design that stops a large change at 2 launches per arm.
 """
 
 from __future__ import annotations
@@ -77,12 +78,18 @@ def main() -> None:
     parser.add_argument("--alpha", type=float, default=0.05)
     parser.add_argument("--spending", choices=[s.value for s in Spending], default="pocock")
     parser.add_argument("--seed", type=int, default=20261123)
+    parser.add_argument(
+        "--pooled", action="store_true", help="Student's pooled interval instead of Welch's"
+    )
     args = parser.parse_args()
-    design = SequentialDesign(args.max_repeats, args.alpha, Spending(args.spending))
+    design = SequentialDesign(
+        args.max_repeats, args.alpha, Spending(args.spending), pooled=args.pooled
+    )
     rng = random.Random(args.seed)
     print(
         f"{args.sims} simulated A/Bs per cell; max {args.max_repeats} launches per arm; "
-        f"alpha {args.alpha:.0%}; {args.spending} spending; looks after every round from 2 per arm"
+        f"alpha {args.alpha:.0%}; {args.spending} spending; "
+        f"{'pooled' if args.pooled else 'Welch'} intervals; looks after every round from 2 per arm"
     )
     header = (
         f"{'noise':>6} {'effect':>7} {'diff found':>10} {'naive FW':>9} "

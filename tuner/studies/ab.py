@@ -208,6 +208,7 @@ def design_of(trials: Sequence[Trial]) -> SequentialDesign | None:
                 alpha=float(raw["alpha"]),
                 spending=Spending(raw["spending"]),
                 equivalence=raw.get("equivalence"),
+                pooled=bool(raw.get("pooled", False)),  # absent in A/Bs stored before it
             )
     return None
 
@@ -291,13 +292,19 @@ def _placement(
 
 
 def _design(
-    max_repeats: int | None, equivalence: float | None, confidence: float, spending: Spending
+    max_repeats: int | None,
+    equivalence: float | None,
+    confidence: float,
+    spending: Spending,
+    pooled: bool = False,
 ) -> SequentialDesign | None:
     """The sequential design asked for (None: a fixed-size A/B)."""
     if max_repeats is None and equivalence is None:
         return None
     try:
-        return SequentialDesign(max_repeats or 6, 1.0 - confidence, spending, equivalence)
+        return SequentialDesign(
+            max_repeats or 6, 1.0 - confidence, spending, equivalence, pooled=pooled
+        )
     except SequentialError as exc:
         raise ABError(str(exc)) from None
 
@@ -311,6 +318,7 @@ def _tags(design: SequentialDesign | None, order: str, total: int) -> dict[str, 
             "alpha": design.alpha,
             "spending": design.spending.value,
             "equivalence": design.equivalence,
+            "pooled": design.pooled,
         }
     return tags
 
@@ -388,6 +396,7 @@ async def run_ab(
     equivalence: float | None = None,
     spending: Spending = Spending.POCOCK,
     on_trial: Callable[[Trial], None] | None = None,
+    pooled: bool = False,
 ) -> ABReport:
     """Run an A/B of ``a`` against ``b`` and compare them.
 
@@ -417,6 +426,8 @@ async def run_ab(
             +- this fraction (max_repeats defaults to 6 when only this is given).
         spending: The alpha-spending function of the sequential design.
         on_trial: Called with each trial once it reached a final state.
+        pooled: Sequential looks on Student's pooled interval (see
+            :class:`~tuner.studies.sequential.SequentialDesign`).
 
     Raises:
         ABError: A bad repeat count, order or design, or arms on different models.
@@ -427,7 +438,7 @@ async def run_ab(
             "knobs on one model — use two studies to compare models"
         )
     schedule(repeats, order)  # validates repeats and order
-    design = _design(max_repeats, equivalence, confidence, spending)
+    design = _design(max_repeats, equivalence, confidence, spending, pooled)
     total = design.max_repeats if design else repeats
     name = study or study_name("ab")
     size = max(world_size(Trial(a, workload)), world_size(Trial(b, workload)))

@@ -19,7 +19,13 @@ functions are offered:
   when a change is big;
 - ``obf`` (Lan-DeMets O'Brien-Fleming type, ``2 - 2 Phi(z / sqrt(t))``):
   nearly nothing early and almost the full alpha at the last look, for users
-  who want the final look to be as strong as a fixed-size A/B.
+  who want the final look to be as strong as a fixed-size A/B;
+- ``front`` (Kim-DeMets power family ``alpha * t**0.25``): most of alpha at
+  the first look, so a large change stops at 2 launches per arm; meant with
+  ``pooled`` looks (Student's t, df = n_A + n_B - 2, instead of Welch's 1-2 df
+  at 2 launches), whose boundaries :func:`t_levels` computes exactly for the
+  t statistic by simulating its scale-free null law (docs/studies.md: the
+  false-win rate and the power it trades).
 
 Each look turns its boundary into an interval that holds **at every look at
 once** — the repeated confidence interval of Jennison & Turnbull (1989) —
@@ -46,12 +52,20 @@ from statistics import NormalDist
 from typing import TYPE_CHECKING
 
 from tuner.errors import TunelabError
-from tuner.studies.stats import Comparison, Scale, StatsError, Verdict, compare
+from tuner.studies.stats import Comparison, Scale, StatsError, Verdict, compare, t_cdf
 
 if TYPE_CHECKING:
     import numpy as np
 
 _NORMAL = NormalDist()
+# Kim-DeMets power family alpha * t**rho; rho < 1 spends early ("front"):
+# with the first look at t = 1/3 (2 of 6 launches per arm) it may spend
+# 3**-0.25 = 76 % of alpha there (Pocock type: 45 %).
+FRONT_RHO = 0.25
+# Null paths simulated for the boundaries of pooled-t looks (fixed seed: a stored
+# A/B replays to the same levels).
+_MC_PATHS = 200_000
+_MC_SEED = 20261123
 # Integration grid for the boundary recursion: step and half-width in z units.
 _GRID_STEP = 0.02
 _GRID_HALF_WIDTH = 9.0
@@ -66,6 +80,7 @@ class Spending(StrEnum):
 
     POCOCK = "pocock"
     OBRIEN_FLEMING = "obf"
+    FRONT = "front"
 
 
 class Decision(StrEnum):
@@ -84,6 +99,8 @@ def spent(t: float, alpha: float, spending: Spending) -> float:
         return 0.0
     if spending is Spending.POCOCK:
         return alpha * math.log(1.0 + (math.e - 1.0) * t)
+    if spending is Spending.FRONT:
+        return alpha * t**FRONT_RHO
     z = _NORMAL.inv_cdf(1.0 - alpha / 2.0)
     return 2.0 - 2.0 * _NORMAL.cdf(z / math.sqrt(t))
 
@@ -135,6 +152,49 @@ def boundaries(times: tuple[float, ...], alpha: float, spending: Spending) -> tu
     return tuple(out)
 
 
+@lru_cache(maxsize=64)
+def t_levels(
+    looks: tuple[tuple[int, int], ...], times: tuple[float, ...], alpha: float, spending: Spending
+) -> tuple[float, ...]:
+    """Nominal two-sided levels of pooled-t looks at (n_A, n_B), exact for the t statistic.
+
+    The normal-theory boundaries (:func:`boundaries`) carried to t through
+    their nominal levels let the error creep above alpha at 2-3 repeats per
+    arm (the looks share their variance estimate). The pooled t statistic's
+    joint law over the looks does not depend on the noise level (it is scale
+    free), so it is simulated once per look schedule under no difference:
+    each look's critical value leaves exactly the alpha the spending function
+    allows at that look among the paths that have not crossed before. The
+    critical value c_k becomes the level 2 (1 - F_t(c_k; n_A + n_B - 2)), so
+    the pooled interval at 1 - level is the boundary itself.
+    """
+    import numpy as np  # see boundaries(): deferred for start-up time
+
+    rng = np.random.default_rng(_MC_SEED)
+    a = rng.standard_normal((_MC_PATHS, max(n for n, _ in looks)))
+    b = rng.standard_normal((_MC_PATHS, max(n for _, n in looks)))
+    alive = np.ones(_MC_PATHS, dtype=bool)
+    out: list[float] = []
+    previous = 0.0
+    for (n_a, n_b), t in zip(looks, times, strict=True):
+        xa, xb = a[:, :n_a], b[:, :n_b]
+        df = n_a + n_b - 2
+        ss = ((xa - xa.mean(1, keepdims=True)) ** 2).sum(1)
+        ss += ((xb - xb.mean(1, keepdims=True)) ** 2).sum(1)
+        stat = np.abs(xb.mean(1) - xa.mean(1)) / np.sqrt(ss / df * (1.0 / n_a + 1.0 / n_b))
+        budget = spent(t, alpha, spending) - previous
+        previous += budget
+        crossing = round(budget * _MC_PATHS)
+        remaining = np.sort(stat[alive])[::-1]
+        if crossing <= 0 or not len(remaining):
+            out.append(0.0)
+            continue
+        c = float(remaining[min(crossing, len(remaining)) - 1])
+        alive &= stat < c
+        out.append(2.0 * (1.0 - t_cdf(c, df)))
+    return tuple(out)
+
+
 def _first(budget: float) -> float:
     return _NORMAL.inv_cdf(1.0 - budget / 2.0) if budget > 0 else math.inf
 
@@ -174,6 +234,8 @@ class SequentialDesign:
             +- this fraction (0.02: 2 %); None: never stop for equivalence.
         min_repeats: Launches per arm before the first look (2: the least
             that estimates the noise).
+        pooled: Looks use Student's pooled-variance interval (df = n_A +
+            n_B - 2) instead of Welch's (see :func:`tuner.studies.stats.pooled_interval`).
     """
 
     max_repeats: int
@@ -181,6 +243,7 @@ class SequentialDesign:
     spending: Spending = Spending.POCOCK
     equivalence: float | None = None
     min_repeats: int = 2
+    pooled: bool = False
 
     def __post_init__(self) -> None:
         if self.min_repeats < 2:
@@ -218,7 +281,10 @@ class SequentialDesign:
             if times and t <= times[-1]:
                 t = min(1.0, times[-1] + 1e-6)
             times.append(t)
-        cs = boundaries(tuple(round(t, 9) for t in times), self.alpha, self.spending)
+        rounded = tuple(round(t, 9) for t in times)
+        if self.pooled:
+            return list(t_levels(tuple(looks), rounded, self.alpha, self.spending))
+        cs = boundaries(rounded, self.alpha, self.spending)
         return [2.0 * (1.0 - _NORMAL.cdf(c)) if math.isfinite(c) else 0.0 for c in cs]
 
 
@@ -274,7 +340,7 @@ class SequentialMonitor:
             return Look(n_a, n_b, 0.0, Decision.CONTINUE)
         history = [(look.n_a, look.n_b) for look in self.looks] + [(n_a, n_b)]
         level = self.design.levels(history)[-1]
-        row = comparison_at(metric, a, b, level)
+        row = comparison_at(metric, a, b, level, pooled=self.design.pooled)
         decision = decide(row, self.design, last=min(n_a, n_b) >= self.design.max_repeats)
         out = Look(n_a, n_b, level, decision, row)
         self.looks.append(out)
@@ -285,13 +351,15 @@ class SequentialMonitor:
         return bool(self.looks) and self.looks[-1].decision is not Decision.CONTINUE
 
 
-def comparison_at(metric: str, a: Sequence[float], b: Sequence[float], level: float) -> Comparison:
-    """The Welch ratio interval at confidence ``1 - level`` (a repeated confidence interval)."""
+def comparison_at(
+    metric: str, a: Sequence[float], b: Sequence[float], level: float, *, pooled: bool = False
+) -> Comparison:
+    """The Welch (or pooled) ratio interval at confidence ``1 - level`` (a repeated confidence interval)."""
     confidence = min(max(1.0 - level, 1e-9), 1.0 - 1e-12)
     try:
-        return compare(metric, a, b, confidence=confidence, scale=Scale.RATIO)
+        return compare(metric, a, b, confidence=confidence, scale=Scale.RATIO, pooled=pooled)
     except StatsError:
-        return compare(metric, a, b, confidence=confidence)
+        return compare(metric, a, b, confidence=confidence, pooled=pooled)
 
 
 def decide(row: Comparison, design: SequentialDesign, *, last: bool) -> Decision:
