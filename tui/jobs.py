@@ -26,17 +26,15 @@ from textual.worker import Worker, WorkerState
 
 from tui.messages import JobFinished, JobKind, JobResult, RunEvent
 from tui.session import Session
-from tuner.lab import run as lab_run
-from tuner.lab.study import Study
 from tuner.rules import Severity
-from tuner.studies.ab import schedule
-from tuner.studies.space import SpaceError
 from tuner.trials.events import TrialEvent
 from tuner.trials.model import Trial
-from tuner.trials.store import StoreError, TrialStore
 
 if TYPE_CHECKING:
+    from tuner.lab import run as lab_run
+    from tuner.lab.study import Study
     from tuner.studies.executor import TrialRunner
+    from tuner.trials.store import TrialStore
 
 Emit = Callable[[TrialEvent], None]
 
@@ -96,11 +94,16 @@ class Jobs:
     def store(self) -> TrialStore:
         """The trial store (opened on first use: the file stays off start-up)."""
         if self._store is None:
+            from tuner.trials.store import TrialStore
+
             self._store = TrialStore(self.host.session.services.store_path)
         return self._store
 
     def study(self) -> Study:
         """The session's study as the core answers questions about it (store unreadable: session)."""
+        from tuner.lab.study import Study
+        from tuner.trials.store import StoreError
+
         session = self.host.session
         try:
             store: TrialStore | None = self.store
@@ -149,6 +152,9 @@ class Jobs:
         """Queue an A/B: the baseline trial's config (A) against the current config (B)."""
         if not self._ready():
             return None
+        from tuner.lab import run as lab_run
+        from tuner.studies.ab import schedule
+
         session = self.host.session
         baseline = self.study().baseline()
         if baseline is None:
@@ -178,6 +184,9 @@ class Jobs:
         """Queue a sweep from ``KEY=V1,V2,...`` (the sweep dialog's text)."""
         if not self._ready():
             return None
+        from tuner.lab import run as lab_run
+        from tuner.studies.space import SpaceError
+
         try:
             param = lab_run.parse_param(spec)
         except SpaceError as exc:
@@ -230,6 +239,8 @@ class Jobs:
 
     def _runner(self, emit: Emit) -> TrialRunner:
         """The trial runner with the app's engine options and rule context."""
+        from tuner.lab import run as lab_run  # the engine stack loads when a job starts
+
         return lab_run.runner(self.store, self.host.options(), emit)
 
     def _record(self, trial: Trial) -> None:

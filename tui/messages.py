@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING, TypeAlias
 
 from textual.message import Message
 
@@ -19,10 +20,12 @@ from tuner.config import EngineConfig, EngineValue
 from tuner.introspect import VllmInfo
 from tuner.model import ModelInfo
 from tuner.rules import Target
-from tuner.studies.ab import ABReport
-from tuner.studies.sweep import SweepReport
 from tuner.trials.events import TrialEvent
 from tuner.trials.model import Trial
+
+if TYPE_CHECKING:  # the study modules stay off start-up: nothing here needs them at run time
+    from tuner.studies.ab import ABReport
+    from tuner.studies.sweep import SweepReport
 
 
 class JobKind(StrEnum):
@@ -34,7 +37,7 @@ class JobKind(StrEnum):
 
 
 # What a finished job hands back: the trial, the A/B's report or the sweep's.
-JobResult = Trial | ABReport | SweepReport
+JobResult: TypeAlias = "Trial | ABReport | SweepReport"
 
 
 @dataclass

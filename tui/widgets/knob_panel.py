@@ -12,21 +12,24 @@ as :class:`~tui.messages.KnobChanged` / :class:`~tui.messages.KnobInvalid`.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Collection
-from typing import Any, ClassVar
+from collections.abc import Collection, Iterable
+from typing import Any
 
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
-from textual.events import Blur, DescendantFocus
-from textual.lazy import Lazy
+from textual.events import DescendantFocus
+from textual.geometry import Region
+from textual.strip import Strip
+from textual.widget import AwaitMount
 from textual.widgets import Input, Label, Select, Static, Switch
 
 from tui.messages import KnobChanged, KnobFocused, KnobInvalid
+from tui.widgets.parking import Parking
 from tuner import knobs as catalogue
 from tuner.config import ConfigError, EngineConfig
 from tuner.knobs import Availability, Knob, ValueType
@@ -49,22 +52,12 @@ def as_bool(value: Any) -> bool:
     return bool(value)
 
 
-class KnobRow(Horizontal):
+class KnobRow(Horizontal, Parking):
     """One knob: its name (marked when not applicable) and its control.
 
     Esc in a control *parks* focus on the row itself instead of sending it back
-    to the top of the panel (B11: the next Tab restarted at the first knob):
-    the single-key actions work on a parked row, Enter edits it again and
-    Tab / Shift+Tab go on from this knob. The row is focusable only while
-    parked, so Tab never stops on it twice.
+    to the top of the panel (B11; :class:`tui.widgets.parking.Parking`).
     """
-
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "park", "Leave field", show=False, id="knob.park"),
-        Binding("enter", "edit", "Edit", show=False, id="knob.edit"),
-        Binding("tab", "walk(1)", "Next", show=False, id="knob.next"),
-        Binding("shift+tab", "walk(-1)", "Previous", show=False, id="knob.previous"),
-    ]
 
     def __init__(self, knob: Knob, choices: tuple[str, ...]) -> None:
         super().__init__(classes="knob-row", id=f"knob-{_dom_id(knob.key)}")
@@ -241,68 +234,78 @@ class KnobRow(Horizontal):
     def on_descendant_focus(self, event: DescendantFocus) -> None:
         self.post_message(KnobFocused(self.knob.key))
 
-    # -- focus: park on Esc, go on from here -------------------------------------
-
-    @property
-    def parked(self) -> bool:
-        return self.has_focus
-
-    def action_park(self) -> None:
-        """Leave the control but keep the place: focus the row itself."""
-        self.can_focus = True
-        self.focus(scroll_visible=False)
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        # Enter / Tab belong to the control (Input submits, Select opens) unless parked.
-        if action in ("edit", "walk"):
-            return self.parked
-        if action == "park":
-            return not self.parked
-        return True
-
-    def action_edit(self) -> None:
-        self.control.focus()
-
-    def action_walk(self, step: int) -> None:
-        """Tab from a parked row: the next (or previous) focusable after this knob's control."""
-        screen = self.screen
-        if step > 0:  # the row's own control comes next in the chain: start after it
-            screen.set_focus(self.control, scroll_visible=False)
-            screen.focus_next()
-        else:
-            screen.focus_previous()
-
-    def _on_blur(self, event: Blur) -> None:
-        self.can_focus = False
-
 
 class KnobPanel(VerticalScroll):
     """All knobs by group, in catalogue order.
 
-    The groups are mounted lazily, after the first paint (``textual.lazy.Lazy``):
-    the ~55 rows and their selects are most of the screen's widgets, and the
-    user should see the screen before they exist.
+    The screen is composed with the group titles only; the rows mount just after
+    the panel's first frame is drawn (:meth:`render_lines`, :meth:`_reveal_rest`),
+    or at once when the user jumps to one of their knobs (:meth:`focus_knob`).
+    The ~55 rows and their selects are most of the screen's widgets: mounting
+    them before the first frame cost about a second on a 2-core box (issue 13
+    "Speed"). They mount together, in one layout pass: one group per tick cost
+    a full-screen layout each.
     Rows that mount late read :attr:`config` and :attr:`target` on mount.
     """
+
+    REVEAL_AFTER_PAINT_S = 0.05  # after the panel's first frame: that frame is written first
+    REVEAL_LATEST_S = 3.0  # if no frame came (hidden, headless), mount them anyway
 
     def __init__(self, version: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.version = version
         self.config: EngineConfig | None = None
         self.target: tuple[str | None, str | None] | None = None
+        self._pending: dict[str, tuple[Knob, ...]] = {}
+        self._reveal_due = False
 
     def compose(self) -> ComposeResult:
         for group, items in catalogue.groups().items():
             title = catalogue.GROUP_TITLES.get(group, group)
-            block = Vertical(
+            self._pending[group] = items
+            yield Vertical(
                 Static(title, classes="knob-group"),
-                *(KnobRow(knob, catalogue.choices_for(knob, self.version)) for knob in items),
                 classes="knob-block",
+                id=f"group-{_dom_id(group)}",
             )
-            yield Lazy(block)
+
+    def _rows(self, items: tuple[Knob, ...]) -> list[KnobRow]:
+        version = self.target[0] if self.target else self.version
+        return [KnobRow(knob, catalogue.choices_for(knob, version)) for knob in items]
+
+    @property
+    def complete(self) -> bool:
+        """Whether every group's rows are mounted (or on their way)."""
+        return not self._pending
+
+    def reveal(self, group: str) -> AwaitMount | None:
+        """Mount ``group``'s rows now (None if they are already there)."""
+        items = self._pending.pop(group, None)
+        if items is None:
+            return None
+        block = self.query_one(f"#group-{_dom_id(group)}", Vertical)
+        return block.mount_all(self._rows(items))
+
+    async def _reveal_rest(self) -> None:
+        """Mount every pending group in one go (one layout pass, not one per group)."""
+        waiting = [w for w in (self.reveal(g) for g in list(self._pending)) if w is not None]
+        for mount in waiting:
+            await mount
 
     def on_mount(self) -> None:
         self.border_title = "Knobs"
+        self.set_timer(self.REVEAL_LATEST_S, self._schedule_reveal)
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """The panel's frame; the first one schedules the rows (the screen is on the terminal)."""
+        lines = super().render_lines(crop)
+        self._schedule_reveal(self.REVEAL_AFTER_PAINT_S)
+        return lines
+
+    def _schedule_reveal(self, delay: float = 0.0) -> None:
+        if self._pending and not self._reveal_due:
+            self._reveal_due = True
+            self.set_timer(delay, self._reveal_rest)
 
     def row(self, key: str) -> KnobRow:
         """The row of a knob by catalogue key."""
@@ -311,15 +314,32 @@ class KnobPanel(VerticalScroll):
     def focus_knob(self, key: str) -> bool:
         """Focus a knob's control and scroll it into view (the `/` filter and the palette).
 
-        Returns False when the knob's row is not mounted (yet).
+        A knob whose group has not mounted yet gets its group mounted first and is
+        focused once it is there. Returns False only for a key the catalogue lacks.
         """
         try:
             row = self.row(key)
         except NoMatches:
-            return False
+            group = next((g for g, items in self._pending.items() if _has(items, key)), None)
+            if group is None:
+                return False
+            self.call_next(self._reveal_and_focus, group, key)
+            return True
         row.control.focus(scroll_visible=False)
         self.scroll_to_widget(row, animate=False, top=False)
         return True
+
+    async def _reveal_and_focus(self, group: str, key: str) -> None:
+        waiting = self.reveal(group)
+        if waiting is not None:
+            await waiting
+        with contextlib.suppress(NoMatches):
+            row = self.row(key)
+            row.control.focus(scroll_visible=False)
+            self.scroll_to_widget(row, animate=False, top=False)
+
+    def _mounted_rows(self) -> list[KnobRow]:
+        return _rows_ready(self.query(KnobRow))
 
     def show_config(self, config: EngineConfig, keep: Collection[str] = ()) -> None:
         """Set every control from ``config`` (attributes down; no messages posted).
@@ -328,7 +348,7 @@ class KnobPanel(VerticalScroll):
         shown (marked) rather than being replaced by the config's value.
         """
         self.config = config
-        for row in self.query(KnobRow):
+        for row in self._mounted_rows():
             if row.knob.key not in keep:
                 row.set_value(config.get(row.knob.key))
 
@@ -340,11 +360,16 @@ class KnobPanel(VerticalScroll):
         that do not run on the platform marked (``tuner.knobs.value_sets``).
         """
         self.target = (version, platform)
-        for row in self.query(KnobRow):
+        for row in self._mounted_rows():
             row.apply_target(version, platform)
         count = sum(not catalogue.available(k, version, platform).ok for k in catalogue.KNOBS)
         self.border_subtitle = f"{count} n/a on {platform or '?'}" if count else ""
         return count
+
+
+def _rows_ready(rows: Iterable[KnobRow]) -> list[KnobRow]:
+    """Rows whose on_mount has run: a row still mounting reads the panel's state itself."""
+    return [row for row in rows if row.is_mounted]
 
 
 def not_on_platform(knob: Knob, choices: tuple[str, ...], platform: str | None) -> frozenset[str]:
@@ -354,6 +379,10 @@ def not_on_platform(knob: Knob, choices: tuple[str, ...], platform: str | None) 
     return frozenset(
         c for c in choices if (where := backend_platforms(c)) is not None and platform not in where
     )
+
+
+def _has(items: tuple[Knob, ...], key: str) -> bool:
+    return any(knob.key == key for knob in items)
 
 
 def _dom_id(key: str) -> str:
