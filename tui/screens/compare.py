@@ -6,11 +6,17 @@ another config; never the baseline's own config). The verdict is the core's
 when the study has one — the same report the Run panel and ``tunelab ab
 --json`` give — else every finished trial of each config pooled and judged by
 the same function, and the view then says it pooled and lists the trials.
+
+Two more answers of the core are shown beside the speed verdict: the
+output-drift guard's (``Comparison.outputs``: B's outputs against the
+baseline's; issue 16), and, where an arm's responses mostly
+arrived in one piece (:func:`tuner.bench.metrics.delivery_warning`), its
+TPOT/ITL rows say so instead of showing 0 and -100 % (issue 13 B9).
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -18,16 +24,23 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from tui.widgets.results_table import knob_diff
+from tui.widgets.results_table import is_chunk_metric, knob_diff, one_piece_warning
 from tuner.lab.study import Comparison, ComparisonSource, Study
 from tuner.studies.stats import Comparison as MetricRow
 from tuner.studies.stats import Verdict, format_relative
+
+if TYPE_CHECKING:
+    from tuner.trials.guard_check import ArmsGuard
 
 VERDICT_STYLE = {
     Verdict.A_BETTER: "bold red",
     Verdict.B_BETTER: "bold green",
     Verdict.NO_DIFFERENCE: "yellow",
 }
+GUARD_STYLE = {"same": "green", "close": "cyan", "drifted": "bold red"}
+
+
+ONE_PIECE_CELL = "⚠ in one piece"
 
 
 def arm_text(row: MetricRow, side: str) -> str:
@@ -35,6 +48,41 @@ def arm_text(row: MetricRow, side: str) -> str:
     stats = row.a if side == "a" else row.b
     spread = f" ± {stats.std:.3g}" if stats.n > 1 else ""
     return f"{stats.mean:.4g}{spread} (n={stats.n})"
+
+
+def one_piece_arms(found: Comparison) -> dict[str, str]:
+    """Arm -> the core's warning, for each arm where a trial's responses came in one piece."""
+    out: dict[str, str] = {}
+    for arm, trials in (("A", found.a), ("B", found.b)):
+        warning = next((w for t in trials if (w := one_piece_warning(t))), None)
+        if warning:
+            out[arm] = warning
+    return out
+
+
+def metric_cells(row: MetricRow, one_piece: dict[str, str]) -> tuple[Text, Text, Text, Text]:
+    """A, B, B-vs-A and verdict cells of one metric row.
+
+    A TPOT/ITL figure of an arm whose responses arrived in one piece measures
+    the starved server, not streaming: the arm's cell says so, and the row
+    draws no change and no verdict from it.
+    """
+    starved = [arm for arm in ("A", "B") if arm in one_piece] if is_chunk_metric(row.metric) else []
+    if not starved:
+        return (
+            Text(arm_text(row, "a")),
+            Text(arm_text(row, "b")),
+            Text(format_relative(row)),
+            Text(str(row.verdict), style=VERDICT_STYLE.get(row.verdict, "")),
+        )
+    a = Text(ONE_PIECE_CELL, style="yellow") if "A" in starved else Text(arm_text(row, "a"))
+    b = Text(ONE_PIECE_CELL, style="yellow") if "B" in starved else Text(arm_text(row, "b"))
+    return (
+        a,
+        b,
+        Text(f"not comparable: {' and '.join(starved)} in one piece", style="dim"),
+        Text("no verdict", style="dim"),
+    )
 
 
 class CompareScreen(Screen[None]):
@@ -49,6 +97,7 @@ class CompareScreen(Screen[None]):
         self.study = study
         self.b_id = b_id
         self.comparison: Comparison | None = None
+        self.guard: ArmsGuard | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("", id="compare-title")
@@ -77,17 +126,18 @@ class CompareScreen(Screen[None]):
         )
         table = self.query_one(DataTable)
         table.add_columns("metric", "A", "B", "B vs A [95% CI]", "verdict")
+        one_piece = one_piece_arms(found)
         for row in report.rows:
-            table.add_row(
-                row.metric,
-                arm_text(row, "a"),
-                arm_text(row, "b"),
-                format_relative(row),
-                Text(str(row.verdict), style=VERDICT_STYLE.get(row.verdict, "")),
-                key=row.metric,
-            )
+            table.add_row(row.metric, *metric_cells(row, one_piece), key=row.metric)
         source = "A/B" if found.source is ComparisonSource.AB else "POOLED"
-        self.query_one("#compare-note", Static).update(
-            f"{report.summary()}\n{source}: {found.provenance()}. A winner is named only when "
+        self.guard = guard = found.outputs
+        note = Text(f"{report.summary()}\n")
+        if guard is not None:
+            note.append(f"{guard.summary()}\n", style=GUARD_STYLE.get(str(guard.verdict), ""))
+        for arm, warning in one_piece.items():
+            note.append(f"⚠ {arm}: {warning}\n", style="yellow")
+        note.append(
+            f"{source}: {found.provenance()}. A winner is named only when "
             "the whole interval is on one side of 0%. Esc: back"
         )
+        self.query_one("#compare-note", Static).update(note)

@@ -78,7 +78,9 @@ class ResultsScreen(Screen[None]):
     def reload(self) -> None:
         trials = self.study.trials()
         baseline = self.study.baseline(trials)
-        self.query_one(ResultsTable).show(trials, baseline.trial.id if baseline else None)
+        self.query_one(ResultsTable).show(
+            trials, baseline.trial.id if baseline else None, self.study.guards(trials)
+        )
         front = self.query_one(ParetoPlot).show(trials)
         done = sum(1 for t in trials if t.results)
         self.query_one("#results-note", Static).update(

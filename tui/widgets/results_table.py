@@ -9,19 +9,24 @@ ellipsis, so at 80 columns the numbers stay on screen (issue 13). Every cell
 is a ``Text``, never markup: a knob value such as ``[/]x`` is shown as typed.
 Where most responses of a trial arrived in one piece the chunk metrics (ITL)
 are marked ``⚠`` — the figure describes a starved server, not streaming
-(``tuner.bench.metrics.delivery_warning``, issue 13 B9).
+(``tuner.bench.metrics.delivery_warning``, issue 13 B9). The guard column is
+the output-drift guard's verdict against the study baseline, as the core
+gives it to every face (``tuner.lab.study.Study.guards``, issue 16).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.widgets import DataTable
 
 from tuner.lab.study import knob_changes
 from tuner.trials.model import metric
+
+if TYPE_CHECKING:
+    from tuner.trials.guard_check import TrialGuard
 
 # (column key, label, metric, format, higher is better)
 COLUMNS: tuple[tuple[str, str, str | None, str, bool], ...] = (
@@ -35,12 +40,30 @@ COLUMNS: tuple[tuple[str, str, str | None, str, bool], ...] = (
     ("itl", "ITL p99", "p99_itl_ms", ".1f", False),
     ("d_itl", "Δ", None, "", True),
     ("req_s", "req/s", "request_throughput", ".2f", True),
+    ("guard", "guard", None, "", True),
     ("config", "config", None, "", True),
 )
 CONFIG_WIDTH = 40  # knob diffs beyond this end in an ellipsis (the compare view shows all)
 CHUNK_METRICS = ("itl",)  # columns that are meaningless when responses came in one piece
 ONE_PIECE = "⚠"
 SORTABLE = ("tok_s", "ttft", "itl", "req_s", "id", "status")
+GUARD_STYLE = {"same": "green", "close": "cyan", "drifted": "bold red", "baseline": "bold"}
+
+
+def guard_cell(guard: TrialGuard | None) -> Text:
+    """The guard's label for a trial (``same``, ``close``, ``drifted``, ``baseline``, ``—``)."""
+    label = guard.label() if guard is not None else "—"
+    return Text(label, style=GUARD_STYLE.get(label, "dim"))
+
+
+def is_chunk_metric(metric: str) -> bool:
+    """TPOT and ITL metrics (``median_itl_ms``, ``p99_tpot_ms``): gaps between chunks.
+
+    They read 0 when a response arrives in one piece, so they are the figures
+    :func:`one_piece_warning` disqualifies (TTFT and E2E still hold).
+    """
+    parts = metric.split("_")
+    return "itl" in parts or "tpot" in parts
 
 
 def knob_diff(trial: Any, baseline: Any | None) -> str:
@@ -69,16 +92,28 @@ def delta(value: float | None, base: float | None, higher_better: bool) -> Text:
 class ResultsTable(DataTable[Any]):
     """All trials, newest last."""
 
+    guards: dict[str, TrialGuard]  # trial id -> the guard's verdict, as last shown
+
     def on_mount(self) -> None:
+        self.guards = {}
         self.cursor_type = "row"
         self.zebra_stripes = True
         for key, label, *_ in COLUMNS:
             self.add_column(label, key=key)
 
-    def show(self, trials: Sequence[Any], baseline_id: str | None) -> None:
-        """Fill the table; the baseline row is marked ★ and deltas are against it."""
+    def show(
+        self,
+        trials: Sequence[Any],
+        baseline_id: str | None,
+        guards: Mapping[str, TrialGuard] | None = None,
+    ) -> None:
+        """Fill the table; the baseline row is marked ★ and deltas are against it.
+
+        ``guards``: each trial's output-guard verdict (``Study.guards``); none: ``—``.
+        """
         self.clear()
         baseline = next((t for t in trials if t.id == baseline_id), None)
+        self.guards = guards = dict(guards or {})
         for trial in trials:
             cells: list[Any] = []
             for key, _label, name, fmt, _higher in COLUMNS:
@@ -90,6 +125,8 @@ class ResultsTable(DataTable[Any]):
                     cells.append(str(trial.status))  # an enum value
                 elif key == "config":
                     cells.append(config_cell(knob_diff(trial, baseline)))
+                elif key == "guard":
+                    cells.append(guard_cell(guards.get(trial.id)))
                 elif key.startswith("d_"):
                     src = next(c for c in COLUMNS if c[0] == key[2:])
                     value = metric(trial, src[2]) if src[2] else None
