@@ -11,7 +11,7 @@ on a 2 Hz timer, so input never waits on a driver.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual import work
 from textual.app import App
@@ -21,30 +21,36 @@ from tui.commands import TunelabCommands, bindings
 from tui.jobs import JobHost, Jobs
 from tui.key_actions import KeyActions
 from tui.messages import ConfigLoaded, IntrospectionReady, ModelRequested, TelemetryReady
-from tui.screens.compare import CompareScreen
-from tui.screens.confirm import ConfirmQuit
-from tui.screens.export import ExportScreen
-from tui.screens.fix_picker import FixPicker
 from tui.screens.main import DEMO_LABEL, MainScreen
-from tui.screens.model_picker import ModelPicker
-from tui.screens.results import ResultsScreen
-from tui.screens.sweep import SweepDialog, suggest
 from tui.services import Services
 from tui.session import Session
 from tui.widgets.knob_panel import KnobRow
 from tui.widgets.status_bar import StatusBar
+from tui.worker_errors import WorkerErrors
 from tuner.config import EngineConfig
 from tuner.lab import checks
-from tuner.lab import config as lab_config
 from tuner.lab import target as lab_target
-from tuner.lab.run import RunOptions
-from tuner.rules import Finding
-from tuner.studies.common import describe_values
 from tuner.telemetry import Backend, Sampler
-from tuner.trials.store import StoreError, TrialNotFound
+
+if TYPE_CHECKING:
+    from tuner.lab.run import RunOptions
+    from tuner.rules import Finding
+
+# Screens and core modules a key opens are imported when first used, or by
+# :meth:`TunelabApp.warm_imports` once the first frame is out: the first paint
+# needs none of them (issue 13 "Speed").
+WARM_MODULES = (
+    "tuner.lab.run",
+    "tuner.lab.study",
+    "tuner.lab.config",
+    "tui.screens.results",
+    "tui.screens.compare",
+    "tui.screens.export",
+    "tui.screens.log_view",
+)
 
 
-class TunelabApp(KeyActions, App[None]):
+class TunelabApp(WorkerErrors, KeyActions, App[None]):
     """tunelab's TUI."""
 
     CSS_PATH = Path(__file__).with_name("app.tcss")
@@ -96,6 +102,8 @@ class TunelabApp(KeyActions, App[None]):
 
     def run_options(self) -> RunOptions:
         """How the next trial runs: the services' engine, the session's target, the sampler."""
+        from tuner.lab.run import RunOptions
+
         session, services = self.session, self.session.services
         return RunOptions(
             python=services.engine_python,
@@ -106,7 +114,8 @@ class TunelabApp(KeyActions, App[None]):
             command_for=services.engine_command,
         )
 
-    @work(thread=True, group="introspect")
+    # exit_on_error=False: a failing worker is reported (tui.worker_errors), the app stays up.
+    @work(thread=True, group="introspect", exit_on_error=False)
     def probe_vllm(self) -> None:
         try:
             info = self.session.services.introspect()
@@ -118,7 +127,7 @@ class TunelabApp(KeyActions, App[None]):
             return
         self.main.post_message(IntrospectionReady(info, lab_target.from_introspection(info)))
 
-    @work(thread=True, group="telemetry")
+    @work(thread=True, group="telemetry", exit_on_error=False)
     def open_telemetry(self) -> None:
         backend = self.session.services.telemetry()
         self._backend = backend
@@ -140,9 +149,10 @@ class TunelabApp(KeyActions, App[None]):
                 backend.description, tuple(backend.reasons), count, vram_gib, name, partition
             )
         )
-        self.call_from_thread(self._telemetry_opened, count)
+        self.call_from_thread(self.telemetry_opened, count)
 
-    def _telemetry_opened(self, count: int) -> None:
+    def telemetry_opened(self, count: int) -> None:
+        """The GPUs are known (0 also when telemetry failed): poll them, or load the demo."""
         if count:
             period = min(0.5, 1.0 / self.session.services.telemetry_rate_hz)
             self.set_interval(period, self._poll_telemetry)
@@ -168,9 +178,11 @@ class TunelabApp(KeyActions, App[None]):
         if self.main.show_telemetry(snaps, histories):
             self._last_tick = sampler.latest_time
 
-    @work(thread=True, exclusive=True, group="config")
+    @work(thread=True, exclusive=True, group="config", exit_on_error=False)
     def load_start_config(self, model: str | None, preset: Path | None) -> None:
         """The demo config, a --preset, or a bare --model (tuner.lab.config); off the event loop."""
+        from tuner.lab import config as lab_config
+
         try:
             config = lab_config.build_config(preset, model, allow_code=self.allow_code)
         except lab_config.ConfigInputError as exc:
@@ -199,6 +211,8 @@ class TunelabApp(KeyActions, App[None]):
         if model == DEMO_LABEL:
             self.load_start_config(DEMO_LABEL, None)
             return
+        from tuner.lab import config as lab_config
+
         try:
             self.session.config = lab_config.with_model(self.session.config, model)
         except lab_config.ConfigInputError as exc:
@@ -218,6 +232,8 @@ class TunelabApp(KeyActions, App[None]):
         self.jobs.submit_ab()
 
     def action_sweep(self) -> None:
+        from tui.screens.sweep import SweepDialog, suggest
+
         focused = self.focused
         chain = list(focused.ancestors_with_self) if focused is not None else []
         row = next((n for n in chain if isinstance(n, KnobRow)), None)
@@ -247,6 +263,7 @@ class TunelabApp(KeyActions, App[None]):
         if len(fixable) == 1:
             self.apply_fix(fixable[0])
             return
+        from tui.screens.fix_picker import FixPicker
 
         def chosen(finding: Finding | None) -> None:
             if finding is not None:
@@ -256,6 +273,8 @@ class TunelabApp(KeyActions, App[None]):
 
     def apply_fix(self, finding: Finding) -> None:
         """Set the knob values of ``finding``'s fix and re-check."""
+        from tuner.studies.common import describe_values
+
         fix = finding.fix or {}
         self.session.config = self.session.config.with_values(fix)
         for key in fix:
@@ -268,6 +287,8 @@ class TunelabApp(KeyActions, App[None]):
         if not done:
             self.notify("No finished trial yet to use as baseline.")
             return
+        from tuner.trials.store import StoreError, TrialNotFound
+
         try:
             chosen = self.jobs.study().mark_baseline(done[-1].id)
         except (StoreError, TrialNotFound) as exc:
@@ -276,6 +297,8 @@ class TunelabApp(KeyActions, App[None]):
         self.notify(f"Baseline: trial {chosen.trial.short_id}")
 
     def action_results(self) -> None:
+        from tui.screens.results import ResultsScreen
+
         if not isinstance(self.screen, ResultsScreen):
             self.push_screen(
                 ResultsScreen(
@@ -286,16 +309,22 @@ class TunelabApp(KeyActions, App[None]):
             )
 
     def action_compare(self) -> None:
+        from tui.screens.compare import CompareScreen
+
         if not isinstance(self.screen, CompareScreen):
             self.push_screen(CompareScreen(self.jobs.study()))
 
     def action_export(self) -> None:
+        from tui.screens.export import ExportScreen
+
         if not isinstance(self.screen, ExportScreen):
             self.push_screen(
                 ExportScreen(self.jobs.study(), store_path=self.session.services.store_path)
             )
 
     def action_pick_model(self) -> None:
+        from tui.screens.model_picker import ModelPicker
+
         def picked(model: str | None) -> None:
             if model:
                 self.set_model(model)
@@ -309,6 +338,7 @@ class TunelabApp(KeyActions, App[None]):
         if not self.jobs.active:
             await self._stop_and_exit()
             return
+        from tui.screens.confirm import ConfirmQuit
 
         async def answered(yes: bool | None) -> None:
             if yes:

@@ -67,6 +67,13 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec(
         "e", "export", "Export", "Export a trial (default: the winner) as preset and launch script"
     ),
+    ActionSpec(
+        "p",
+        "report",
+        "Report",
+        "Write the study report (report.html and report.md, as `tunelab report`) and say where",
+        show=False,
+    ),
     ActionSpec("slash", "find_knob", "Knob", "Jump to a knob: type part of its name, then Enter"),
     ActionSpec(
         "l",
@@ -104,9 +111,9 @@ def bindings() -> list[Binding]:
 
 # Keys that are not app actions (widgets' own), for the key help screen.
 NAVIGATION: tuple[tuple[str, str], ...] = (
-    ("Tab / Shift+Tab", "Next / previous field (from a parked knob: the next knob)"),
-    ("Esc", "Leave a field; the focus stays on its knob, so r, a, f ... work"),
-    ("Enter", "On a parked knob: edit it again; in a dialog: confirm"),
+    ("Tab / Shift+Tab", "Next / previous field (from a parked field: the next one)"),
+    ("Esc", "Leave a field; the focus stays on its knob or workload field, so r, a, f ... work"),
+    ("Enter", "On a parked field: edit it again; in a dialog: confirm"),
     ("Space", "Toggle a switch; open a dropdown"),
     ("Ctrl+P", "Command palette: every action, and every knob by name"),
     ("Esc (dialog)", "Close a dialog or view; the focus returns where it was"),

@@ -1,4 +1,4 @@
-"""The app's own key actions: key help, jump to a knob, the engine log.
+"""The app's own key actions: key help, jump to a knob, the engine log, the study report.
 
 A mixin of :class:`tui.app.TunelabApp`. It imports the screens it opens; those
 screens read the table of actions in :mod:`tui.commands`, which imports none
@@ -8,20 +8,21 @@ of them, so the import graph stays a DAG.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
+from textual import work
 from textual.app import App, SystemCommand
 from textual.screen import Screen
 
 from tui.commands import ACTIONS, jump_to_knob
-from tui.screens.help import KeyHelp
-from tui.screens.knob_jump import KnobJump
-from tui.screens.log_view import LogView
-from tui.widgets.knob_panel import KnobPanel, KnobRow
+
+# Where `p` writes the study report: the CLI's default folder (tunelab report --out).
+REPORT_DIR = "tunelab-report"
 
 
 class KeyActions:
-    """The app's key-help, knob-jump and engine-log actions (mixed into the App).
+    """The app's key-help, knob-jump, engine-log and report actions (mixed into the App).
 
     Kept apart from the App class, which stays orchestration, and from the
     table of actions in :mod:`tui.commands`, which the screens pushed here
@@ -40,14 +41,21 @@ class KeyActions:
                 yield command
 
     def action_help(self) -> None:
+        from tui.screens.help import KeyHelp
+
         app: Any = self
         if not isinstance(app.screen, KeyHelp):
             app.push_screen(KeyHelp())
 
     def action_find_knob(self) -> None:
+        from tui.screens.knob_jump import KnobJump
+        from tui.widgets.knob_panel import KnobPanel
+        from tuner import knobs as catalogue
+
         app: Any = self
-        rows = app.main.query_one(KnobPanel).query(KnobRow)
-        available = {row.knob.key: row.availability.ok for row in rows}
+        # From the catalogue, not the mounted rows: late groups may still be mounting.
+        version, platform = app.main.query_one(KnobPanel).target or (None, None)
+        available = {k.key: catalogue.available(k, version, platform).ok for k in catalogue.KNOBS}
 
         def chosen(key: str | None) -> None:
             if key:
@@ -57,6 +65,41 @@ class KeyActions:
         app.push_screen(KnobJump(available), chosen)
 
     def action_engine_log(self) -> None:
+        from tui.screens.log_view import LogView
+
         app: Any = self
         if not isinstance(app.screen, LogView):
             app.push_screen(LogView(app.main.run_panel.engine_log))
+
+    def action_report(self) -> None:
+        app: Any = self
+        app.notify("Writing the study report…", timeout=3)
+        self.write_report(Path(REPORT_DIR).resolve())
+
+    @work(thread=True, exclusive=True, group="report", exit_on_error=False)
+    def write_report(self, out: Path) -> None:
+        """``tunelab report --study <session's> --out <out>``, off the event loop.
+
+        matplotlib and the renderers take seconds on a small box: a thread keeps
+        keys answered. A user error (no trials, unwritable folder) is its message
+        and fix; anything else reaches the app's worker-error handler.
+        """
+        from tuner.errors import TunelabError
+        from tuner.report import write_report
+
+        app: Any = self
+        session = app.session
+        try:
+            written = write_report(out, study=session.study, store_path=session.services.store_path)
+        except TunelabError as exc:
+            fix = f" Fix: {exc.fix}" if exc.fix else ""
+            app.call_from_thread(
+                app.notify, f"Report not written: {exc.message}.{fix}", severity="error", timeout=10
+            )
+            return
+        app.last_report = written
+        app.call_from_thread(
+            app.notify,
+            f"Report written: {written.html} and {written.markdown} ({written.trials} trials)",
+            timeout=15,
+        )

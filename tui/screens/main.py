@@ -51,8 +51,6 @@ from tuner.lab import target as lab_target
 from tuner.lab.fit import FitState, fit_summary
 from tuner.model import ModelError, ModelInfo, analyze
 from tuner.rules import Finding, Target
-from tuner.studies.ab import ABReport
-from tuner.studies.sweep import SweepReport
 from tuner.telemetry import Sample
 from tuner.trials import events as ev
 from tuner.trials.model import Trial
@@ -170,7 +168,7 @@ class MainScreen(Screen[None]):
 
     # -- background work -----------------------------------------------------
 
-    @work(thread=True, exclusive=True, group="analyze")
+    @work(thread=True, exclusive=True, group="analyze", exit_on_error=False)
     def analyze_model(self, model: str) -> None:
         """Model analysis reads files (and maybe the hub): off the event loop."""
         try:
@@ -242,6 +240,10 @@ class MainScreen(Screen[None]):
         else:
             panel.setup(message.count, message.description)
 
+    def telemetry_failed(self, why: str) -> None:
+        """The telemetry worker failed: the GPU panel says so instead of "starting…"."""
+        self.query_one(GpuPanel).show_none("telemetry failed", [why])
+
     @on(RunEvent)
     def _run_event(self, message: RunEvent) -> None:
         """Render one trial event in the run panel and the header."""
@@ -271,11 +273,16 @@ class MainScreen(Screen[None]):
         elif isinstance(event, ev.TrialFailed):
             panel.stage("failed", None, event.reason)
             panel.log(f"FAILED: {event.reason}")
+        elif isinstance(event, ev.StudyStatus):
+            panel.study_status(event)
         elif isinstance(event, ev.TrialSkipped):
             panel.stage("skipped", None, "the rules found errors; no engine was started")
 
     @on(JobFinished)
     def _job_finished(self, message: JobFinished) -> None:
+        from tuner.studies.ab import ABReport  # a job ran: the study modules are loaded
+        from tuner.studies.sweep import SweepReport
+
         panel = self.run_panel
         panel.end()
         self._backend = None

@@ -39,7 +39,7 @@ class ModelPicker(ModalScreen[str | None]):
     def on_mount(self) -> None:
         self.scan()
 
-    @work(thread=True, exclusive=True)
+    @work(thread=True, exclusive=True, exit_on_error=False)
     def scan(self) -> None:
         try:
             from huggingface_hub import scan_cache_dir

@@ -182,6 +182,7 @@ class RunPanel(Vertical):
             id="run-stage",
         )
         yield Static("", id="run-job")
+        yield Static("", id="run-slots")
         yield Static("", id="run-effective")
         # Hidden while idle: an indeterminate bar animates, which would cost idle CPU.
         bar = ProgressBar(total=100, show_eta=False, id="run-progress")
@@ -193,6 +194,7 @@ class RunPanel(Vertical):
     def on_mount(self) -> None:
         self.border_title = "Run"
         self.query_one("#run-job").display = False
+        self.query_one("#run-slots").display = False
         self.query_one("#run-effective").display = False
 
     def begin(self, title: str, plan: Sequence[str] = (), kind: str = "run") -> None:
@@ -213,6 +215,7 @@ class RunPanel(Vertical):
         self._kind, self._plan, self._launch = kind, tuple(plan), 0
         self._started = self._launch_started = time.monotonic()
         self.query_one("#run-job").display = len(self._plan) > 1
+        self.query_one("#run-slots").display = False
         self._stage = ""
         self.event(f"{title}: queued to run")
         self.stage("starting", None)
@@ -250,6 +253,17 @@ class RunPanel(Vertical):
             if event.trial.log_path:
                 self.engine_log.paths[event.trial.id] = Path(event.trial.log_path)
             self.show_effective(effective.of_trial(event.trial.effective))
+
+    def study_status(self, status: ev.StudyStatus) -> None:
+        """Every slot of a study running trials side by side: which trial, which stage (issue 15).
+
+        The single stage line follows the newest event; with two or more slots
+        this block lists all of them, as the core's tracker reports them.
+        """
+        block = self.query_one("#run-slots", Static)
+        block.display = len(status.slots) > 1
+        if block.display:
+            block.update(slots_text(status))
 
     def show_effective(self, ran: effective.EffectiveConfig | None) -> None:
         """Every knob vLLM ran differently from the request, in bold red (B5; None clears).
@@ -354,6 +368,23 @@ class RunPanel(Vertical):
             return
         self.engine_log.add(line)
         self.border_subtitle = f"engine log: {len(self.engine_log.lines)} lines · l"
+
+
+def slots_text(status: ev.StudyStatus) -> Text:
+    """``GPU 0  A1 1a2b3c4d measuring 12/32`` per slot, ``idle`` for a free one."""
+    out = Text(no_wrap=True, overflow="ellipsis")
+    out.append(f"{status.running} running on {len(status.slots)} slots", style="bold")
+    for slot in status.slots:
+        out.append(f"\n{slot.slot:<8}", style="dim")
+        if slot.trial_id is None:
+            out.append("idle", style="dim")
+            continue
+        out.append(f"{slot.label} ", style="bold")
+        out.append(f"{slot.trial_id[:8]} {slot.stage}")
+        if slot.requests_done is not None:
+            total = "?" if slot.requests_total is None else slot.requests_total
+            out.append(f" {slot.requests_done}/{total}", style="dim")
+    return out
 
 
 def _log_path(trial_id: str) -> Path | None:
