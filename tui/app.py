@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 # Screens and core modules a key opens are imported when first used, or by
 # :meth:`TunelabApp.warm_imports` once the first frame is out: the first paint
 # needs none of them (issue 13 "Speed").
+WARM_AFTER_S = 2.0
 WARM_MODULES = (
     "tuner.lab.run",
     "tuner.lab.study",
@@ -95,6 +96,15 @@ class TunelabApp(WorkerErrors, KeyActions, App[None]):
         self.open_telemetry()
         if self.start_model or self.start_preset:
             self.load_start_config(self.start_model, self.start_preset)
+        self.set_timer(WARM_AFTER_S, self.warm_imports)
+
+    @work(thread=True, group="warm", exit_on_error=False)
+    def warm_imports(self) -> None:
+        """Load what the first r, t, c or e needs, once the screen is up (not on a key press)."""
+        import importlib
+
+        for name in WARM_MODULES:
+            importlib.import_module(name)
 
     @property
     def main(self) -> MainScreen:
