@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tuner.studies.stats import Direction
 from tuner.studies.verify import (
     IMPROVED,
     NOT_MEASURED,
@@ -96,3 +97,20 @@ def test_report_fails_on_regression_and_on_nothing_measured() -> None:
     assert not ok.failed
     assert ok.summary().startswith("pass: output_throughput stored 100 (n=3), now 100 (n=3)")
     assert ok.to_dict()["verdict"] == "pass"
+
+
+def test_the_real_cpu_runs_on_the_ratio_scale() -> None:
+    """docs/production.md: the stored preset (n=4) against the unchanged and the slowed runs."""
+    stored = Reference("output_throughput", 4, 695.7602795548835, 222.7883487672448)
+    unchanged = judge(stored, [890.4, 1006.5, 832.3])
+    assert unchanged.verdict == PASSED
+    slowed = judge(stored, [218.4, 157.1, 331.9])
+    assert slowed.verdict == REGRESSION
+    # A ratio never falls below -100 %, as the difference of means can with this much noise.
+    assert slowed.rel_low is not None and -1.0 < slowed.rel_low < slowed.rel_high < 0  # type: ignore[operator]
+
+
+def test_a_zero_or_negative_value_falls_back_to_the_difference() -> None:
+    ref = Reference("failed", 3, 2.0, 1.0)
+    j = judge(ref, [0.0, 1.0, 0.0], direction=Direction.LOWER)
+    assert j.verdict in (PASSED, IMPROVED) and "now/stored" not in j.reason

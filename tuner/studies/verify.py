@@ -12,8 +12,10 @@ away from no change — fails the check, so it can gate an upgrade or CI on the
 GPU node. A preset without ``[results.noise]`` is compared as if its figure
 were exact, which makes the check stricter; the report says so.
 
-The interval is taken on the difference of means (the stored arm has no
-samples to take logarithms of) and reported relative to the stored mean.
+The interval is taken on now/stored, as an A/B takes it on B/A (noise is
+multiplicative): the stored arm's log-scale mean and sd come from the
+log-normal with its stored mean and sd. A zero or negative value falls back to
+the difference of means, relative to the stored mean.
 """
 
 from __future__ import annotations
@@ -126,6 +128,50 @@ class Judgement:
     reason: str
 
 
+def _log_interval(
+    ref: Reference, fresh: ArmStats, confidence: float
+) -> tuple[float, float, float, str]:
+    """(B/A - 1, its low and high bounds, how) on the log scale.
+
+    Noise is multiplicative (tuner.studies.stats), so the interval is taken on
+    log(fresh / stored), as an A/B takes it on B/A. The stored arm has only its
+    mean and sd, so its log-scale mean and sd come from the log-normal with
+    those moments (sigma^2 = ln(1 + cv^2), mu = ln(mean) - sigma^2 / 2).
+    """
+    logs = ArmStats.of([math.log(v) for v in fresh.samples])
+    if ref.has_noise:
+        sigma2 = math.log1p((float(ref.std or 0.0) / ref.mean) ** 2)
+        old = ArmStats(ref.n, math.log(ref.mean) - sigma2 / 2, math.sqrt(sigma2), ())
+        low, high, _ = welch_interval(old, logs, confidence)
+        how = f"Welch {confidence:.0%} interval on now/stored against the stored {ref.n} repeats"
+    else:
+        old = ArmStats(1, math.log(ref.mean), 0.0, ())
+        half = t_quantile(0.5 + confidence / 2, logs.n - 1) * logs.std / math.sqrt(logs.n)
+        low, high = logs.mean - old.mean - half, logs.mean - old.mean + half
+        how = (
+            f"{confidence:.0%} interval on now/stored; the preset has no [results.noise], "
+            "its figure taken as exact"
+        )
+    rel = math.exp(logs.mean - old.mean) - 1.0
+    return rel, math.expm1(low), math.expm1(high), how
+
+
+def _difference_interval(
+    ref: Reference, fresh: ArmStats, confidence: float
+) -> tuple[float, float, float, str]:
+    """The same on the difference of means, relative to |stored| (a zero or negative value)."""
+    if ref.has_noise:
+        old = ArmStats(ref.n, ref.mean, float(ref.std or 0.0), ())
+        low, high, _ = welch_interval(old, fresh, confidence)
+        how = f"Welch {confidence:.0%} interval against the stored {ref.n} repeats"
+    else:
+        half = t_quantile(0.5 + confidence / 2, fresh.n - 1) * fresh.std / math.sqrt(fresh.n)
+        low, high = fresh.mean - ref.mean - half, fresh.mean - ref.mean + half
+        how = f"{confidence:.0%} interval; the preset has no [results.noise], its figure taken as exact"
+    scale = abs(ref.mean)
+    return (fresh.mean - ref.mean) / scale, low / scale, high / scale, how
+
+
 def judge(
     ref: Reference,
     fresh: Sequence[float],
@@ -134,39 +180,32 @@ def judge(
     confidence: float = 0.95,
     tolerance: float = 0.0,
 ) -> Judgement:
-    """Regression, improvement or pass: Welch's interval of mean(fresh) - stored mean.
+    """Regression, improvement or pass: Welch's interval of the fresh runs against the stored figure.
 
-    Without stored noise the stored mean is taken as exact (a one-sample t
-    interval of the fresh runs): stricter, and said in the reason.
+    On now/stored when every value is positive (as an A/B's B/A), else on the
+    difference. Without stored noise the stored figure is taken as exact (a
+    one-sample t interval of the fresh runs): stricter, and said in the reason.
     """
     if not fresh:
         return Judgement(NOT_MEASURED, None, None, None, "no fresh run finished")
-    way = direction or metric_direction(ref.objective)
-    new = ArmStats.of(fresh)
-    rel = (new.mean - ref.mean) / abs(ref.mean) if ref.mean else None
-    if new.n < 2:
-        return Judgement(PASSED, rel, None, None, "one fresh run: no interval, no claim")
-    if ref.has_noise:
-        old = ArmStats(ref.n, ref.mean, float(ref.std or 0.0), ())
-        low, high, _ = welch_interval(old, new, confidence)
-        how = f"Welch {confidence:.0%} interval against the stored {ref.n} repeats"
-    else:
-        half = t_quantile(0.5 + confidence / 2, new.n - 1) * new.std / math.sqrt(new.n)
-        low, high = new.mean - ref.mean - half, new.mean - ref.mean + half
-        how = f"{confidence:.0%} interval; the preset has no [results.noise], its figure taken as exact"
     if not ref.mean:
         return Judgement(PASSED, None, None, None, "the stored value is 0: no relative change")
-    rel_low, rel_high = low / abs(ref.mean), high / abs(ref.mean)
-    worse_low, worse_high = (
-        (rel_low, rel_high) if way is Direction.HIGHER else (-rel_high, -rel_low)
-    )
-    # On the "better is positive" axis: a regression lies wholly below 0.
-    if worse_high < 0 and -worse_high >= tolerance:
+    way = direction or metric_direction(ref.objective)
+    new = ArmStats.of(fresh)
+    if new.n < 2:
+        rel = (new.mean - ref.mean) / abs(ref.mean)
+        return Judgement(PASSED, rel, None, None, "one fresh run: no interval, no claim")
+    positive = ref.mean > 0 and all(v > 0 for v in new.samples)
+    pick = _log_interval if positive else _difference_interval
+    rel, rel_low, rel_high, how = pick(ref, new, confidence)
+    # On the "better is positive" axis a regression lies wholly below 0.
+    gain_low, gain_high = (rel_low, rel_high) if way is Direction.HIGHER else (-rel_high, -rel_low)
+    if gain_high < 0 and -gain_high >= tolerance:
         return Judgement(REGRESSION, rel, rel_low, rel_high, f"{how} lies on the worse side")
-    if worse_high < 0:
+    if gain_high < 0:
         reason = f"{how}: worse, but by less than the {tolerance:.0%} tolerance"
         return Judgement(PASSED, rel, rel_low, rel_high, reason)
-    if worse_low > 0:
+    if gain_low > 0:
         return Judgement(IMPROVED, rel, rel_low, rel_high, f"{how} lies on the better side")
     return Judgement(PASSED, rel, rel_low, rel_high, f"{how} contains no change")
 
