@@ -13,7 +13,9 @@ Measured:
 * idle CPU: the child's CPU time (all its threads: event loop, sampler, GPU
   readers) over a window after warm-up, as a share of one core.
 
-Goals (issue 8): idle under 2 % of one core, first paint under 1 s.
+Goals (issue 13): idle under 1 % of one core, first paint under 0.5 s, on a quiet
+box. On a shared box the wall-clock paint time follows the load; the CPU used
+by then does much less, so compare both side by side (same session, medians).
 
 Run: ``.venv/bin/python benchmarks/tui_idle.py [--seconds 20] [--gpus 8]``.
 """
@@ -107,10 +109,8 @@ def read_for(fd: int, seconds: float, until: bytes | None = None) -> tuple[bytes
             break
         if until is not None and seen_at is None:
             buf = (buf + data)[-200000:]
-            if until in buf:
-                seen_at = time.monotonic()
-                if seconds == float("inf"):
-                    return buf, seen_at
+            if until in buf:  # the first paint: return now, so the CPU read next is at paint time
+                return buf, time.monotonic()
     return buf, seen_at
 
 
@@ -178,7 +178,7 @@ def main() -> int:
         os.waitpid(pid, 0)
     share = used / wall * 100
     print(
-        f"time to first paint: {first_paint:.2f} s (goal < 1 s) — includes Python and Textual start-up"
+        f"time to first paint: {first_paint:.2f} s (goal < 0.5 s) — includes Python and Textual start-up"
     )
     print(
         f"  CPU used by then, all the app's threads: {paint_cpu:.2f} s "
@@ -186,7 +186,7 @@ def main() -> int:
     )
     print(
         f"idle CPU, {args.gpus} fake GPUs at {args.rate:g} Hz: {share:.2f} % of one core "
-        f"({used:.2f} s CPU over {wall:.1f} s; {threads} threads) (goal < 2 %)"
+        f"({used:.2f} s CPU over {wall:.1f} s; {threads} threads) (goal < 1 %)"
     )
     return 0
 

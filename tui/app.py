@@ -24,7 +24,7 @@ from tui.messages import ConfigLoaded, IntrospectionReady, ModelRequested, Telem
 from tui.screens.main import DEMO_LABEL, MainScreen
 from tui.services import Services
 from tui.session import Session
-from tui.widgets.knob_panel import KnobRow
+from tui.widgets.knob_panel import KnobPanel, KnobRow
 from tui.widgets.status_bar import StatusBar
 from tui.worker_errors import WorkerErrors
 from tuner.config import EngineConfig
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 # Screens and core modules a key opens are imported when first used, or by
 # :meth:`TunelabApp.warm_imports` once the first frame is out: the first paint
 # needs none of them (issue 13 "Speed").
-WARM_AFTER_S = 2.0
+WARM_AFTER_S = 0.5  # after the knob rows are mounted
 WARM_MODULES = (
     "tuner.lab.run",
     "tuner.lab.study",
@@ -96,6 +96,9 @@ class TunelabApp(WorkerErrors, KeyActions, App[None]):
         self.open_telemetry()
         if self.start_model or self.start_preset:
             self.load_start_config(self.start_model, self.start_preset)
+
+    def on_knob_panel_revealed(self, _message: KnobPanel.Revealed) -> None:
+        """The screen is up and its rows mounted: now load what the first keys need."""
         self.set_timer(WARM_AFTER_S, self.warm_imports)
 
     @work(thread=True, group="warm", exit_on_error=False)

@@ -24,6 +24,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
 from textual.events import DescendantFocus
 from textual.geometry import Region
+from textual.message import Message
 from textual.strip import Strip
 from textual.widget import AwaitMount
 from textual.widgets import Input, Label, Select, Static, Switch
@@ -286,11 +287,15 @@ class KnobPanel(VerticalScroll):
         block = self.query_one(f"#group-{_dom_id(group)}", Vertical)
         return block.mount_all(self._rows(items))
 
+    class Revealed(Message):
+        """Every knob row is mounted (the start-up's heavy part is over)."""
+
     async def _reveal_rest(self) -> None:
         """Mount every pending group in one go (one layout pass, not one per group)."""
         waiting = [w for w in (self.reveal(g) for g in list(self._pending)) if w is not None]
         for mount in waiting:
             await mount
+        self.post_message(self.Revealed())
 
     def on_mount(self) -> None:
         self.border_title = "Knobs"
