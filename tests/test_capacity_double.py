@@ -2,9 +2,11 @@
 
 The double (tests/support/study_engine_double.py) lets ``max-num-seqs`` streams
 generate at once and queues the rest, as vLLM's scheduler does; a queued
-request waits for a whole generation before its first token. So with 10 ms
-per token and 16 tokens, p99 TTFT is ~10-30 ms up to max-num-seqs users and
->= ~150 ms beyond: the capacity at ``p99_ttft_ms<=60`` is max-num-seqs.
+request waits for a whole generation before its first token. So with 25 ms
+per token and 16 tokens, p99 TTFT is ~25-60 ms up to max-num-seqs users and
+>= ~400 ms beyond (all requests start together and are equally long, so they
+finish in waves): the capacity at ``p99_ttft_ms<=200`` is max-num-seqs, with
+margins on both sides wide enough for a loaded CI box.
 """
 
 from __future__ import annotations
@@ -31,14 +33,14 @@ from tuner.trials.model import TrialStatus
 from tuner.trials.store import TrialStore
 
 REPO = Path(__file__).resolve().parents[1]
-SLO = parse_slo("p99_ttft_ms<=60")
-BASE = Workload(input_len=16, output_len=16, num_prompts=16, warmup_requests=0)
+SLO = parse_slo("p99_ttft_ms<=200")
+BASE = Workload(input_len=16, output_len=16, num_prompts=4, warmup_requests=0)
 
 
 @pytest.fixture
 def double_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     log = tmp_path / "starts.jsonl"
-    monkeypatch.setenv("DOUBLE_TOKEN_MS", "10")
+    monkeypatch.setenv("DOUBLE_TOKEN_MS", "25")
     monkeypatch.setenv("DOUBLE_START_LOG", str(log))
     monkeypatch.setenv("TUNELAB_HOME", str(tmp_path / "home"))
     return log
@@ -62,7 +64,7 @@ def test_capacity_is_max_num_seqs_on_each_launch(
         trials = store.list("cap")
     assert [lc.capacity for lc in report.launches] == [seqs, seqs]
     assert all(lc.converged and lc.failing == seqs + 1 for lc in report.launches)
-    assert report.summary().startswith(f"max concurrency meeting p99_ttft_ms<=60: {seqs} [")
+    assert report.summary().startswith(f"max concurrency meeting p99_ttft_ms<=200: {seqs} [")
     # One engine per launch, not one per probe.
     assert len(double_env.read_text().splitlines()) == 2
     # Every probe is a stored trial measured at its planned load.
@@ -73,8 +75,8 @@ def test_capacity_is_max_num_seqs_on_each_launch(
             assert stored.workload == probe_workload(BASE, grid, probe.value)
             assert stored.tags["kind"] == "capacity" and stored.tags["value"] == probe.value
             assert stored.results is not None
-            assert stored.results["completed"] == max(16, 4 * probe.value)
-            assert probe.met == (stored.results["p99_ttft_ms"] <= 60)
+            assert stored.results["completed"] == 4 * probe.value
+            assert probe.met == (stored.results["p99_ttft_ms"] <= 200)
 
 
 def test_an_engine_that_does_not_start_measures_nothing(double_env: Path, tmp_path: Path) -> None:
@@ -92,7 +94,7 @@ def test_an_engine_that_does_not_start_measures_nothing(double_env: Path, tmp_pa
 
 
 def _cli(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "TUNELAB_HOME": str(home), "DOUBLE_TOKEN_MS": "10", "COLUMNS": "200"}
+    env = {**os.environ, "TUNELAB_HOME": str(home), "DOUBLE_TOKEN_MS": "25", "COLUMNS": "200"}
     return subprocess.run(
         [sys.executable, "-m", "tests.support.study_cli", "capacity", *args],
         cwd=REPO,
@@ -114,7 +116,7 @@ def test_cli_prints_the_answer_and_json(tmp_path: Path) -> None:
         "--output-len",
         "16",
         "--num-prompts",
-        "16",
+        "4",
         "--warmup",
         "0",
         "--max",
@@ -123,7 +125,7 @@ def test_cli_prints_the_answer_and_json(tmp_path: Path) -> None:
     done = _cli(
         *common,
         "--slo",
-        "p99_ttft_ms<=60",
+        "p99_ttft_ms<=200",
         "--launches",
         "2",
         "--probes",
@@ -134,7 +136,7 @@ def test_cli_prints_the_answer_and_json(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert data["capacity"]["mean"] == 4 and data["by"] == "concurrency"
-    assert data["slo"] == "p99_ttft_ms<=60" and len(data["launches"]) == 2
+    assert data["slo"] == "p99_ttft_ms<=200" and len(data["launches"]) == 2
     bad = _cli(*common, "--slo", "ttft:500", home=tmp_path)
     assert bad.returncode == 2
     assert "goodput syntax" in bad.stderr and "p99_ttft_ms<=500" in bad.stderr
@@ -150,13 +152,13 @@ def test_capacity_ab_between_two_max_num_seqs(tmp_path: Path) -> None:
         "--b-set",
         "max-num-seqs=6",
         "--slo",
-        "p99_ttft_ms<=60",
+        "p99_ttft_ms<=200",
         "--input-len",
         "16",
         "--output-len",
         "16",
         "--num-prompts",
-        "16",
+        "4",
         "--warmup",
         "0",
         "--max",
