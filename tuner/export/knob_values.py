@@ -6,8 +6,7 @@ normalised the same way (switches in the environment become ``1``/``0``,
 choices their canonical spelling). Environment names also pass the safety
 policy of :mod:`tuner.export.env_policy`. Flags vLLM has but the catalogue
 lacks pass through with a warning; near misses of catalogue keys are errors
-(typos). If the catalogue cannot be imported, values keep their TOML types
-and a warning says they were not checked.
+(typos).
 """
 
 from __future__ import annotations
@@ -15,9 +14,9 @@ from __future__ import annotations
 import datetime as dt
 import difflib
 import json
-from types import ModuleType
 from typing import Any
 
+import tuner.knobs as knobs
 from tuner.config import (
     ENGINE_KEY_RE,
     ENV_KEY_RE,
@@ -32,15 +31,6 @@ from tuner.export.env_policy import check_env_name
 from tuner.export.errors import IssueCollector, describe
 
 
-def knobs_module() -> ModuleType | None:
-    """The knob catalogue package, or None when it cannot be imported (checks then degrade)."""
-    try:
-        import tuner.knobs as knobs
-    except ImportError:
-        return None
-    return knobs
-
-
 def check_env_table(table: Any, out: IssueCollector, allow_env: frozenset[str]) -> dict[str, str]:
     """Checks ``[env]``: names against the policy, values against the catalogue.
 
@@ -49,7 +39,6 @@ def check_env_table(table: Any, out: IssueCollector, allow_env: frozenset[str]) 
         as ``--set`` does); refused or ill-typed entries are left out and
         reported to ``out``.
     """
-    knobs = knobs_module()
     env: dict[str, str] = {}
     for key, value in table.items():
         path = ("env", key)
@@ -72,12 +61,9 @@ def check_env_table(table: Any, out: IssueCollector, allow_env: frozenset[str]) 
             )
             continue
         text = env_string(value)
-        knob = knobs.get(key) if knobs else None
+        knob = knobs.get(key)
         if knob is None:
-            if knobs is not None:
-                out.warn(
-                    path, f"{key} is not in the knob catalogue; it is passed through unchecked"
-                )
+            out.warn(path, f"{key} is not in the knob catalogue; it is passed through unchecked")
             env[key] = text
             continue
         try:
@@ -100,86 +86,97 @@ def check_engine_table(table: Any, out: IssueCollector, allow_code: bool = False
     Returns:
         The typed engine arguments; bad entries are left out and reported to ``out``.
     """
-    knobs = knobs_module()
     engine: dict[str, Any] = {}
-    if knobs is None and table:
-        out.warn(
-            ("engine",), "the knob catalogue is not available; engine values are not type-checked"
-        )
     for key, value in table.items():
         path = ("engine", key)
-        if not ENGINE_KEY_RE.match(key):
-            dashed = key.lower().replace("_", "-")
-            out.error(
-                path,
-                f"{key!r} is not an engine argument key",
-                f"write it as {dashed} (the vLLM flag without '--')",
-            )
-            continue
-        if key in RESERVED_ENGINE_KEYS:
-            fix = (
-                "set the model in [target].model"
-                if key == "model"
-                else "the launch script takes HOST and PORT from the environment"
-            )
-            out.error(path, f"{key} is set by tunelab itself, not by a preset", fix)
-            continue
-        if isinstance(value, dt.date | dt.time):
-            out.error(
-                path, f"{key} cannot be a date or time", "write a number, string, boolean or table"
-            )
-            continue
-        try:
-            check_engine_key(key)
-        except ConfigError as exc:
-            full = expansions(key)
-            fix = f"did you mean {full[0]}? write the full name" if full else "remove it"
-            out.error(path, str(exc), fix)
-            continue
-        code = code_loading(key, _json_value(value))
-        if code and not allow_code:
-            for item in code:
-                out.error(("engine", *item.key.split(".")), item.message(), item.fix())
-            continue
-        for item in code:
-            out.warn(
-                ("engine", *item.key.split(".")),
-                f"{item.message()}; allowed by {ALLOW_CODE_OPTION}",
-            )
-        if knobs is None:
-            engine[key] = value
+        if _refuse_engine_key(key, value, path, out, allow_code):
             continue
         knob = knobs.get(key)
         if knob is None or knob.key != key:
-            # vLLM has far more flags than the catalogue; one that is not there
-            # passes through unchecked (served-model-name, trust-remote-code...),
-            # but a near miss of a catalogue key is almost surely a typo.
-            close = difflib.get_close_matches(key, list(knobs.keys()), n=1, cutoff=0.85)
-            if close:
-                out.error(path, f"unknown engine argument {key!r}", f"did you mean {close[0]}?")
-                continue
-            if isinstance(value, list) and any(isinstance(v, dict | list) for v in value):
-                out.error(
-                    path,
-                    f"{key}: lists of tables are not engine arguments",
-                    "write a table or a flat list",
-                )
-                continue
-            out.warn(
-                path,
-                f"{key} is not in the knob catalogue; it is passed to vLLM unchecked",
-                "check the spelling against `vllm serve --help`",
-            )
-            engine[key] = value
+            if _uncatalogued_engine_value(key, value, path, out):
+                engine[key] = value
             continue
-        typed = _typed_engine_value(knobs, knob, key, value, path, out)
+        typed = _typed_engine_value(knob, key, value, path, out)
         if typed is not None:
             engine[key] = typed
     return engine
 
 
+def _refuse_engine_key(
+    key: str, value: Any, path: tuple[str, ...], out: IssueCollector, allow_code: bool
+) -> bool:
+    """True (and an error in ``out``) when the key may not be in a preset at all.
+
+    Key spelling, tunelab's own keys, TOML dates, abbreviations of vLLM's flags
+    and the code policy; an allowed code-loading argument is still named in a warning.
+    """
+    if not ENGINE_KEY_RE.match(key):
+        dashed = key.lower().replace("_", "-")
+        out.error(
+            path,
+            f"{key!r} is not an engine argument key",
+            f"write it as {dashed} (the vLLM flag without '--')",
+        )
+        return True
+    if key in RESERVED_ENGINE_KEYS:
+        fix = (
+            "set the model in [target].model"
+            if key == "model"
+            else "the launch script takes HOST and PORT from the environment"
+        )
+        out.error(path, f"{key} is set by tunelab itself, not by a preset", fix)
+        return True
+    if isinstance(value, dt.date | dt.time):
+        out.error(
+            path, f"{key} cannot be a date or time", "write a number, string, boolean or table"
+        )
+        return True
+    try:
+        check_engine_key(key)
+    except ConfigError as exc:
+        full = expansions(key)
+        fix = f"did you mean {full[0]}? write the full name" if full else "remove it"
+        out.error(path, str(exc), fix)
+        return True
+    code = code_loading(key, _json_value(value))
+    if code and not allow_code:
+        for item in code:
+            out.error(("engine", *item.key.split(".")), item.message(), item.fix())
+        return True
+    for item in code:
+        out.warn(
+            ("engine", *item.key.split(".")), f"{item.message()}; allowed by {ALLOW_CODE_OPTION}"
+        )
+    return False
+
+
+def _uncatalogued_engine_value(
+    key: str, value: Any, path: tuple[str, ...], out: IssueCollector
+) -> bool:
+    """True when a flag the catalogue lacks may pass to vLLM unchecked (with a warning).
+
+    vLLM has far more flags than the catalogue (served-model-name,
+    trust-remote-code...), but a near miss of a catalogue key is almost surely a typo.
+    """
+    close = difflib.get_close_matches(key, list(knobs.keys()), n=1, cutoff=0.85)
+    if close:
+        out.error(path, f"unknown engine argument {key!r}", f"did you mean {close[0]}?")
+        return False
+    if isinstance(value, list) and any(isinstance(v, dict | list) for v in value):
+        out.error(
+            path, f"{key}: lists of tables are not engine arguments", "write a table or a flat list"
+        )
+        return False
+    out.warn(
+        path,
+        f"{key} is not in the knob catalogue; it is passed to vLLM unchecked",
+        "check the spelling against `vllm serve --help`",
+    )
+    return True
+
+
 def _typed_engine_value(
-    knobs: ModuleType, knob: Any, key: str, value: Any, path: tuple[str, ...], out: IssueCollector
+    knob: Any, key: str, value: Any, path: tuple[str, ...], out: IssueCollector
 ) -> Any:
     kind = str(knob.type)
     example = _example(knob)
