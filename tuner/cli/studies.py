@@ -40,6 +40,7 @@ from tuner.cli.study_options import (
     LatencyMetricOpt,
     MaxRepeatsOpt,
     MinEffectOpt,
+    NoPruneOpt,
     ObjectiveKeyOpt,
     OrderOpt,
     ParamOpt,
@@ -48,6 +49,7 @@ from tuner.cli.study_options import (
     SamplerSeedOpt,
     SloListOpt,
     SpaceFileOpt,
+    SpendingOpt,
     StorageOpt,
     SweepSpecArg,
     SweepStudyOpt,
@@ -208,6 +210,7 @@ class _ABDesign:
     min_effect: float
     max_repeats: int | None
     equivalence: float | None
+    spending: str = "pocock"
 
     def planned(self) -> int:
         """Launches the progress bar expects: the sequential maximum, else the fixed repeats.
@@ -229,6 +232,7 @@ def ab_command(
     order: OrderOpt = "abba",
     max_repeats: MaxRepeatsOpt = None,
     equivalence: EquivalenceOpt = None,
+    spending: SpendingOpt = "pocock",
     gpus: GpusOpt = None,
     objective: ObjectiveKeyOpt = "output_throughput",
     confidence: ConfidenceOpt = 0.95,
@@ -264,7 +268,11 @@ def ab_command(
     workload = wl.build("ab", goodput)
     a, b = _ab_arms(a_preset, b_preset, model, a_set, b_set, allow_code)
     margin = parse_fraction("ab", "--equivalence", equivalence)
-    design = _ABDesign(repeats, order, objective, confidence, min_effect, max_repeats, margin)
+    if spending not in ("pocock", "obf", "front"):
+        raise opt.usage_error("ab", f"--spending must be pocock, obf or front, not {spending!r}")
+    design = _ABDesign(
+        repeats, order, objective, confidence, min_effect, max_repeats, margin, spending
+    )
     guard = opt.GuardArgs(no_guard, guard_prompts, guard_tokens).settings("ab")
     session = _Session("ab", store_path, startup_timeout, verbose, guard)
     report, arms = _run_ab(session, design, a, b, workload, study, gpus)
@@ -313,6 +321,7 @@ def _run_ab(
     from tuner.cli.guard_view import ab_guard_of
     from tuner.lab.study import Study
     from tuner.studies.ab import ABError, run_ab
+    from tuner.studies.sequential import Spending
 
     guards: list[ArmsGuard] = []
 
@@ -334,6 +343,9 @@ def _run_ab(
             min_rel_effect=design.min_effect,
             max_repeats=design.max_repeats,
             equivalence=design.equivalence,
+            spending=Spending(design.spending),
+            # The front-loaded design's boundaries are computed for the pooled t (sequential.py).
+            pooled=design.spending == "front",
         )
 
     report = _run_study(
@@ -406,6 +418,8 @@ def sweep_command(
     guard_prompts: opt.GuardPromptsOpt = None,
     guard_tokens: opt.GuardTokensOpt = None,
     no_guard: opt.NoGuardOpt = False,
+    gpus: GpusOpt = None,
+    no_prune: NoPruneOpt = False,
 ) -> None:
     """Sweep one knob over values (rest fixed); --descent moves on knob by knob keeping the best."""
     from tuner.cli.study_output import print_sweep
@@ -435,8 +449,10 @@ def sweep_command(
             constraints=constraints,
             objective=objective,
             study=study,
+            prune=not no_prune,
         ),
         (SweepError, SpaceError),
+        prepare=lambda runner: use_gpus("sweep", runner, gpus),
     )
     _emit(report, as_json, lambda r: r.to_dict(), print_sweep)
     if report.best_trial is None:
@@ -488,6 +504,8 @@ def tune_command(
     guard_prompts: opt.GuardPromptsOpt = None,
     guard_tokens: opt.GuardTokensOpt = None,
     no_guard: opt.NoGuardOpt = False,
+    gpus: GpusOpt = None,
+    no_prune: NoPruneOpt = False,
 ) -> None:
     """Search a space with Optuna under SLO constraints; resumable, and shareable between nodes."""
     from tuner.cli.study_output import print_search
@@ -518,8 +536,10 @@ def tune_command(
             mode=objective,  # type: ignore[arg-type]
             latency_metric=latency_metric,
             seed=seed,
+            prune=not no_prune,
         ),
         (SearchError, SpaceError),
+        prepare=lambda runner: use_gpus("tune", runner, gpus),
         skips_extra=True,
     )
     _emit(report, as_json, lambda r: r.to_dict(), print_search)

@@ -147,3 +147,22 @@ RequireGuardOpt = Annotated[
         "(close: or numerically close) may win; a trial the guard did not check is left out too.",
     ),
 ]
+
+NoPruneOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-prune",
+        help="Measure every point to the end (default: a point whose interim throughput is "
+        "clearly below the best, beyond the noise of both, is stopped and kept as pruned).",
+    ),
+]
+
+SpendingOpt = Annotated[
+    str,
+    typer.Option(
+        "--spending",
+        help="Sequential A/B: how the error rate is spent over the looks: pocock (default), obf "
+        "(O'Brien-Fleming), or front (most at the first look, with pooled t: a 2x gain can stop "
+        "at 2 launches per arm, at some power cost on small effects; docs/studies.md).",
+    ),
+]
