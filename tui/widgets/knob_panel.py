@@ -149,8 +149,8 @@ class KnobRow(Horizontal, Parking):
     def on_mount(self) -> None:
         # Rows of later groups mount after the first paint: take the panel's current state.
         panel = next((a for a in self.ancestors if isinstance(a, KnobPanel)), None)
-        if panel is None:
-            return
+        if panel is None or not self.query("Switch, Select, Input"):
+            return  # no panel, or the row is being torn down (the app quit while rows mounted)
         if panel.config is not None:
             self.set_value(panel.config.get(self.knob.key))
         if panel.target is not None:
