@@ -28,7 +28,9 @@ from tuner.trials.model import Trial, TrialStatus
 from tuner.trials.store import TrialStore
 
 REPO = Path(__file__).resolve().parents[1]
-WORKLOAD = Workload(input_len=16, output_len=16, num_prompts=24, concurrency=8, warmup_requests=0)
+# Runs of ~1-4 s: long enough that a loaded 2-core runner's scheduling delays stay far
+# inside the 2x and 4x effects (a 24 x 16-token run of ~0.3 s once lost them in the noise).
+WORKLOAD = Workload(input_len=16, output_len=32, num_prompts=48, concurrency=8, warmup_requests=0)
 BASE = EngineConfig(
     model="engine-double", env={"DOUBLE_TOKEN_MS": "10"}, engine={"max-num-seqs": 2}
 )
@@ -87,6 +89,7 @@ def test_ablation_keeps_the_knobs_that_matter_and_drops_the_noise(tmp_path: Path
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     effects = report["effects"]
+    print(json.dumps(effects, indent=1))
     assert set(effects) == {"DOUBLE_TOKEN_MS", "block-size", "max-num-seqs"}
     assert effects["max-num-seqs"]["kept"] and effects["DOUBLE_TOKEN_MS"]["kept"]
     assert not effects["block-size"]["kept"]

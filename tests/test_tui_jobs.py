@@ -11,6 +11,7 @@ import os
 import signal
 
 import psutil
+import pytest
 from textual.widgets import DataTable, RichLog
 
 from tests.support.tui_harness import services, settle, wait_for
@@ -61,5 +62,39 @@ async def test_jobs_view_lists_and_follows_a_detached_job() -> None:
             assert "max-num-seqs" in text  # `tunelab knobs` lists the catalogue
             await pilot.press("escape")
             assert not isinstance(app.screen, JobsView)
+    finally:
+        _stop_service()
+
+
+async def test_a_new_tui_announces_a_running_job_and_j_stops_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The way back after an SSH drop: the new TUI says a job runs; j shows it; s stops it."""
+    monkeypatch.setenv("TUNELAB_JOB_ENTRY", "tests.support.slow_job")
+    with ServiceClient() as client:
+        job = client.submit(["ab", "--repeats", "3"])
+    try:
+        app = TunelabApp(services=services())
+        async with app.run_test(size=(120, 36)) as pilot:
+            await settle(pilot)
+
+            def toasts() -> str:
+                return " ".join(str(n.message) for n in app._notifications)
+
+            await wait_for(pilot, lambda: "press j" in toasts(), 30, "the running-job notice")
+            assert "A detached job is running" in toasts()
+            await pilot.press("j")
+            await wait_for(pilot, lambda: isinstance(app.screen, JobsView), 10, "the jobs view")
+            screen = app.screen
+            table = screen.query_one("#jobs-table", DataTable)
+            await wait_for(pilot, lambda: table.row_count == 1, 30, "the job's row")
+            assert table.get_row(job["id"])[1] == "running"
+            await pilot.press("s")
+            await wait_for(
+                pilot, lambda: table.get_row(job["id"])[1] == "stopped (130)", 40, "the stop"
+            )
+            with ServiceClient() as client:
+                assert client.job(job["id"])["state"] == "stopped"
+                assert "slow job stopped" in client.log(job["id"]).text
     finally:
         _stop_service()

@@ -100,6 +100,7 @@ class TunelabApp(WorkerErrors, KeyActions, App[None]):
     def on_knob_panel_revealed(self, _message: KnobPanel.Revealed) -> None:
         """The screen is up and its rows mounted: now load what the first keys need."""
         self.set_timer(WARM_AFTER_S, self.warm_imports)
+        self.announce_jobs()
 
     @work(thread=True, group="warm", exit_on_error=False)
     def warm_imports(self) -> None:

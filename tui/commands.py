@@ -74,6 +74,13 @@ ACTIONS: tuple[ActionSpec, ...] = (
         "Write the study report (report.html and report.md, as `tunelab report`) and say where",
         show=False,
     ),
+    ActionSpec(
+        "j",
+        "jobs",
+        "Jobs",
+        "Detached jobs (`tunelab jobs start -- ...`): list, follow one's output, stop",
+        show=False,
+    ),
     ActionSpec("slash", "find_knob", "Knob", "Jump to a knob: type part of its name, then Enter"),
     ActionSpec(
         "l",

@@ -71,6 +71,27 @@ class KeyActions:
         if not isinstance(app.screen, LogView):
             app.push_screen(LogView(app.main.run_panel.engine_log))
 
+    def action_jobs(self) -> None:
+        from tui.screens.jobs import JobsView
+
+        app: Any = self
+        if not isinstance(app.screen, JobsView):
+            app.push_screen(JobsView())
+
+    @work(thread=True, group="jobs-check", exit_on_error=False)
+    def announce_jobs(self) -> None:
+        """At start-up: say so when detached jobs run (the way back after an SSH drop)."""
+        from tuner.service.client import ServiceClient
+
+        with ServiceClient(start=False) as client:
+            if not client.running():
+                return
+            active = [j for j in client.jobs() if j["state"] in ("running", "queued")]
+        if active:
+            app: Any = self
+            many = f"{len(active)} detached jobs are" if len(active) > 1 else "A detached job is"
+            app.call_from_thread(app.notify, f"{many} running: press j to follow.", timeout=10)
+
     def action_report(self) -> None:
         app: Any = self
         app.notify("Writing the study report…", timeout=3)
