@@ -22,6 +22,8 @@ import typer
 from tuner.cli.preset_verify import verify_command
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from tuner.export.preset import Preset
     from tuner.rules import Finding, Target
 
@@ -173,40 +175,13 @@ def check_command(
     ] = False,
 ) -> None:
     """Validate a preset and check it against its target; exit 1 on errors."""
-    from tuner.export.catalog import resolve_preset
-    from tuner.export.errors import PresetError
-    from tuner.export.preset import read_preset_text
-    from tuner.export.validate import validate_text
+    from tuner.lab.checks import blocks_run
 
-    try:
-        found = resolve_preset(file)
-    except PresetError as exc:
-        raise _fail(str(exc)) from None
-    path = found.path
-    if found.note:
-        typer.echo(f"note: {found.note}", err=True)
-    if vllm_version is not None:
-        from tuner.knobs.versions import parse_version
-
-        try:
-            parse_version(vllm_version)
-        except ValueError as exc:
-            raise _fail(f"--vllm-version: {exc}") from None
-    allowed = tuple(allow_env or ())
-    try:
-        text = read_preset_text(path)
-    except PresetError as exc:
-        raise _fail(str(exc), 1) from None
-    result = validate_text(text, source=str(path), allow_env=allowed, allow_code=allow_code)
-    report: dict[str, Any] = {
-        "file": str(path),
-        "schema_errors": [i.format(str(path)) for i in result.errors],
-        "schema_warnings": [i.format(str(path)) for i in result.warnings],
-    }
-    if result.preset is None:
+    path = _resolve_checked(file, vllm_version)
+    report, preset = _validated(path, allow_env, allow_code)
+    if preset is None:
         _emit(report, as_json)
         raise typer.Exit(1)
-    preset = result.preset
     target = _preset_target(preset, vllm_version, platform.value if platform else None)
     model, model_note = _analyze(preset, model_config)
     findings = _rules(preset, model, target)
@@ -221,8 +196,51 @@ def check_command(
     if compare_installed:
         report["installed"] = _installed_differences(preset, model, target, findings)
     _emit(report, as_json)
-    if any(str(f.severity) == "error" for f in findings):
+    if blocks_run(findings):
         raise typer.Exit(1)
+
+
+def _resolve_checked(file: str, vllm_version: str | None) -> Path:
+    """The preset's path (a file or a shipped/user name), with ``--vllm-version`` checked."""
+    from tuner.export.catalog import resolve_preset
+    from tuner.export.errors import PresetError
+
+    try:
+        found = resolve_preset(file)
+    except PresetError as exc:
+        raise _fail(str(exc)) from None
+    if found.note:
+        typer.echo(f"note: {found.note}", err=True)
+    if vllm_version is not None:
+        from tuner.knobs.versions import parse_version
+
+        try:
+            parse_version(vllm_version)
+        except ValueError as exc:
+            raise _fail(f"--vllm-version: {exc}") from None
+    return found.path
+
+
+def _validated(
+    path: Path, allow_env: list[str] | None, allow_code: bool
+) -> tuple[dict[str, Any], Preset | None]:
+    """The schema check's report and the preset (None when the file is not a valid preset)."""
+    from tuner.export.errors import PresetError
+    from tuner.export.preset import read_preset_text
+    from tuner.export.validate import validate_text
+
+    try:
+        text = read_preset_text(path)
+    except PresetError as exc:
+        raise _fail(str(exc), 1) from None
+    allowed = tuple(allow_env or ())
+    result = validate_text(text, source=str(path), allow_env=allowed, allow_code=allow_code)
+    report: dict[str, Any] = {
+        "file": str(path),
+        "schema_errors": [i.format(str(path)) for i in result.errors],
+        "schema_warnings": [i.format(str(path)) for i in result.warnings],
+    }
+    return report, result.preset
 
 
 # Re-running a preset's workload here and gating on a regression (issue 17).
