@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from tuner.errors import RunFailedError
 from tuner.guard import GuardSettings, run_probes
 from tuner.trials.events import (
     TrialBackend,
@@ -283,8 +284,12 @@ class EngineSession:
         self.emit(TrialFailed(trial, reason))
 
 
-class EngineCrashed(Exception):
-    """The engine died during a measured run (the trial is already marked failed)."""
+class EngineCrashed(RunFailedError):
+    """The engine died during a measured run (the trial is already marked failed).
+
+    Control flow between the session and the runner, which catches it; a run
+    failure like any other (exit 1) should it ever reach a face.
+    """
 
 
 def _failure_examples(tunelab: dict[str, Any]) -> str:
