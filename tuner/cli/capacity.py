@@ -169,11 +169,9 @@ def _run(
 ) -> CapacityReport | CapacityAB:
     """Runs the capacity study (or capacity A/B) with the study progress display."""
     from tuner.cli import studies
-    from tuner.cli.study_output import StudyProgress
     from tuner.studies.capacity import CapacityError
     from tuner.studies.capacity_run import run_capacity, run_capacity_ab
 
-    store = opt.open_store("capacity", store_path)
     arms = 2 if plan.b is not None else 1
     kwargs: dict[str, Any] = {
         "launches": plan.launches,
@@ -181,10 +179,16 @@ def _run(
         "study": plan.study,
         "confidence": plan.confidence,
     }
+    total = arms * plan.launches * plan.probes
     try:
-        total = arms * plan.launches * plan.probes
-        with StudyProgress("capacity", total, show_log=verbose) as progress:
-            runner = studies.make_runner(store, progress, startup_timeout)
+        with studies.study_runner(
+            "capacity",
+            store_path,
+            "capacity",
+            total,
+            verbose=verbose,
+            startup_timeout=startup_timeout,
+        ) as (_, runner):
             if plan.b is None:
                 one = partial(run_capacity, plan.a, plan.base, plan.slo, plan.grid, runner)
                 kwargs["on_launch"] = None if quiet else _print_launch
@@ -195,8 +199,6 @@ def _run(
     except CapacityError as exc:
         typer.echo(f"tunelab capacity: {_with_fix(exc)}", err=True)
         raise typer.Exit(exc.exit_code) from None
-    finally:
-        store.close()
 
 
 def _finish(report: CapacityReport | CapacityAB, as_json: bool) -> None:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from tuner.cli import options as opt
+from tuner.cli.study_options import GpusOpt, VerboseOpt
 
 if TYPE_CHECKING:
     from tuner.studies.verify import VerifyReport
@@ -41,21 +42,19 @@ def verify_command(
     ] = "0%",
     confidence: Annotated[float, typer.Option("--confidence", min=0.5, max=0.999)] = 0.95,
     allow_code: opt.AllowCodeOpt = False,
-    gpus: Annotated[
-        str | None, typer.Option("--gpus", help="GPU ids to run on (default: all visible).")
-    ] = None,
+    gpus: GpusOpt = None,
     study: Annotated[
         str | None, typer.Option("--study", help="Study name (default verify-<time>).")
     ] = None,
     startup_timeout: opt.StartupTimeoutOpt = 600.0,
     store_path: opt.StoreOpt = None,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Engine log lines.")] = False,
+    verbose: VerboseOpt = False,
     as_json: opt.JsonOpt = False,
 ) -> None:
     """Re-run the preset's \\[workload] here; exit 1 on a significant regression vs its \\[results]."""
     from tuner.bench.workload import Workload, WorkloadError
     from tuner.cli import studies
-    from tuner.cli.study_output import StudyProgress, dump
+    from tuner.cli.study_output import dump
     from tuner.lab import config as lab_config
     from tuner.studies.verify import VerifyError, reference_of, run_verify
 
@@ -75,28 +74,30 @@ def verify_command(
         fix = getattr(exc, "fix", None)
         raise opt.usage_error("presets verify", f"{exc}" + (f" ({fix})" if fix else "")) from None
     environment = _environment_differences(preset)
-    store = opt.open_store("presets verify", store_path)
-    try:
-        with StudyProgress("verify", repeats, show_log=verbose) as progress:
-            runner = studies.make_runner(store, progress, startup_timeout)
-            studies.use_gpus("presets verify", runner, gpus)
-            report = studies._run_async(
-                "presets verify",
-                lambda: run_verify(
-                    preset.name,
-                    preset.config,
-                    workload,
-                    reference,
-                    runner,
-                    repeats=repeats,
-                    confidence=confidence,
-                    tolerance=margin,
-                    study=study,
-                    environment=environment,
-                ),
-            )
-    finally:
-        store.close()
+    with studies.study_runner(
+        "presets verify",
+        store_path,
+        "verify",
+        repeats,
+        verbose=verbose,
+        startup_timeout=startup_timeout,
+        prepare=lambda runner: studies.use_gpus("presets verify", runner, gpus),
+    ) as (_, runner):
+        report = studies._run_async(
+            "presets verify",
+            lambda: run_verify(
+                preset.name,
+                preset.config,
+                workload,
+                reference,
+                runner,
+                repeats=repeats,
+                confidence=confidence,
+                tolerance=margin,
+                study=study,
+                environment=environment,
+            ),
+        )
     if as_json:
         typer.echo(dump(report.to_dict()))
     else:

@@ -18,7 +18,8 @@ Exit status: 0 when the study ran, 1 when it produced no usable measurement,
 from __future__ import annotations
 
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
@@ -161,29 +162,59 @@ def _run_study(
         keep: Records the report in the store before it is closed.
         skips_extra: A skipped trial does not count towards ``planned`` (search).
     """
-    from tuner.cli.study_output import StudyProgress
-
     command = session.command
-    store = opt.open_store(command, session.store_path)
     try:
-        with StudyProgress(
-            title, planned, show_log=session.verbose, skips_extra=skips_extra
-        ) as progress:
-            runner = make_runner(store, progress, session.startup_timeout)
+        with study_runner(
+            command,
+            session.store_path,
+            title,
+            planned,
+            verbose=session.verbose,
+            startup_timeout=session.startup_timeout,
+            skips_extra=skips_extra,
+            prepare=prepare,
+        ) as (store, runner):
             # The guard goes to run_trial/run_workloads with the runner's other options
             # (tuner.lab.run.runner puts RunOptions.guard there the same way); set here,
             # not in make_runner, whose signature the tests' engine doubles replace.
             runner.options["guard"] = session.guard
-            if prepare is not None:
-                prepare(runner)
             report = _run_async(command, lambda: start(runner))
-        if keep is not None:
-            keep(store, report)
+            if keep is not None:
+                keep(store, report)
     except errors as exc:
         raise opt.usage_error(command, str(exc)) from None
+    return report
+
+
+@contextmanager
+def study_runner(
+    command: str,
+    store_path: str | None,
+    title: str,
+    planned: int,
+    *,
+    verbose: bool,
+    startup_timeout: float,
+    prepare: Callable[[TrialRunner], None] | None = None,
+    skips_extra: bool = False,
+) -> Iterator[tuple[TrialStore, TrialRunner]]:
+    """The store, the study progress display and a trial runner drawing on it, for one study.
+
+    Every study command (ab, sweep, tune, capacity, ablate, presets verify) runs
+    inside one; the store is closed however the study ends. ``prepare`` adjusts the
+    runner before any trial starts (``--gpus`` through :func:`use_gpus`).
+    """
+    from tuner.cli.study_output import StudyProgress
+
+    store = opt.open_store(command, store_path)
+    try:
+        with StudyProgress(title, planned, show_log=verbose, skips_extra=skips_extra) as progress:
+            runner = make_runner(store, progress, startup_timeout)
+            if prepare is not None:
+                prepare(runner)
+            yield store, runner
     finally:
         store.close()
-    return report
 
 
 def _emit(
