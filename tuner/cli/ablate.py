@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from tuner.cli import options as opt
+from tuner.cli.study_options import GpusOpt, VerboseOpt
 
 if TYPE_CHECKING:
     from tuner.export.preset import Preset
@@ -52,13 +53,13 @@ def ablate_command(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write the minimal preset here.")
     ] = None,
-    gpus: Annotated[str | None, typer.Option("--gpus", help="GPU ids (default: all).")] = None,
+    gpus: GpusOpt = None,
     study: Annotated[
         str | None, typer.Option("--study", help="Study name prefix (default ablate-<time>).")
     ] = None,
     startup_timeout: opt.StartupTimeoutOpt = 600.0,
     store_path: opt.StoreOpt = None,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Engine log lines.")] = False,
+    verbose: VerboseOpt = False,
     as_json: opt.JsonOpt = False,
 ) -> None:
     """Leave-one-out A/Bs of a winner's knobs; drops those inside the noise; the minimal preset."""
