@@ -4,7 +4,7 @@ Every :class:`~tuner.engine.server.Engine` registers its root pid here while
 its server is up, so the TUI's host line can report the engines' load and
 nothing else: the reaper sidecars, a bench helper or any other child of the
 tunelab process are not "the engine". The module is cheap to import (psutil
-only): the TUI reads it once a second from start-up on.
+and the process-tree helpers): the TUI reads it once a second from start-up on.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from __future__ import annotations
 import threading
 
 import psutil
+
+from tuner.engine import proctree
 
 _LOCK = threading.Lock()
 _ROOTS: set[int] = set()
@@ -35,20 +37,11 @@ def roots() -> set[int]:
         return set(_ROOTS)
 
 
-def tree_pids(root_pid: int) -> set[int]:
-    """The root and its live descendants (the engine core and workers vLLM forks)."""
-    try:
-        root = psutil.Process(root_pid)
-        return {root.pid} | {child.pid for child in root.children(recursive=True)}
-    except psutil.Error:
-        return set()
-
-
 def engine_pids() -> set[int]:
-    """Every live process of every engine this process runs."""
+    """Every live process of every engine this process runs (root and descendants)."""
     found: set[int] = set()
     for root in roots():
-        found |= tree_pids(root)
+        found |= {ref.pid for ref in proctree.tree(root)}
     return found
 
 
