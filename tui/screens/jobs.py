@@ -50,16 +50,15 @@ class JobsView(Screen[None]):
     @work(thread=True, exclusive=True, group="jobs-list")
     def refresh_jobs(self) -> None:
         from tuner.service.client import ServiceClient
-        from tuner.service.paths import jobs_dir
 
         with ServiceClient() as client:
-            if not client.running() and not (jobs_dir() / "jobs.json").exists():
-                self.app.call_from_thread(self.show_jobs, [], "no jobs yet")
-                return
             try:
-                jobs = sorted(client.jobs(), key=lambda j: j["submitted"])
+                jobs = client.recorded_jobs()
             except Exception as exc:  # a user-visible state, not a crash: the service is optional
                 self.app.call_from_thread(self.show_jobs, [], f"service unreachable: {exc}")
+                return
+            if not jobs:
+                self.app.call_from_thread(self.show_jobs, [], "no jobs yet")
                 return
             chunk = client.log(self.following, self.log_offset) if self.following else None
         self.app.call_from_thread(self.show_jobs, jobs, None)

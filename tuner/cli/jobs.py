@@ -33,15 +33,10 @@ def jobs_list(ctx: typer.Context) -> None:
     """With no sub-command: list this user's jobs, oldest first."""
     if ctx.invoked_subcommand is not None:
         return
-    from tuner.service import paths
     from tuner.service.client import ServiceClient
 
     with ServiceClient() as client:
-        if not client.running() and not (paths.jobs_dir() / "jobs.json").exists():
-            typer.echo("No jobs yet. Start one with `tunelab jobs start -- <command>`.")
-            return
-        # The service reloads the table from disk if it had ended itself while idle.
-        jobs = sorted(client.jobs(), key=lambda j: j["submitted"])
+        jobs = client.recorded_jobs()
     if not jobs:
         typer.echo("No jobs yet. Start one with `tunelab jobs start -- <command>`.")
         return

@@ -135,6 +135,13 @@ class ServiceClient:
     def jobs(self) -> list[dict[str, Any]]:
         return self._call("GET", "/jobs").json()
 
+    def recorded_jobs(self) -> list[dict[str, Any]]:
+        """Every job this user has, oldest first; [] without starting a service when none
+        was ever recorded (a service that ended itself while idle reloads the table)."""
+        if not self.running() and not (paths.jobs_dir() / "jobs.json").exists():
+            return []
+        return sorted(self.jobs(), key=lambda j: j["submitted"])
+
     def job(self, job_id: str) -> dict[str, Any]:
         return self._call("GET", f"/jobs/{job_id}").json()
 
