@@ -140,6 +140,24 @@ def test_ab_report_notes_the_trials_whose_responses_came_in_one_piece() -> None:
     assert report.verdict is Verdict.B_BETTER  # the objective's samples are all kept
 
 
+def test_ab_report_notes_the_repeats_measured_while_others_took_the_cpu() -> None:
+    from tuner.bench.host_noise import HostNoise
+
+    trials = [
+        _trial(1, 100.0, arm="A", repeat=0),
+        _trial(64, 1000.0, arm="B", repeat=0),
+        _trial(64, 1010.0, arm="B", repeat=1),
+        _trial(1, 104.0, arm="A", repeat=1),
+    ]
+    busy = HostNoise(10.0, 2, foreign_share=0.5, steal_share=0.0, top=(("yes", 10.0),))
+    quiet = HostNoise(10.0, 2, foreign_share=0.01, steal_share=0.0)
+    trials[2].results["tunelab"] = {"host_noise": busy.to_dict()}
+    trials[3].results["tunelab"] = {"host_noise": quiet.to_dict()}
+    report = build_report(trials, study="s", objective="output_throughput")
+    assert report.notes == [f"B/1: host: {busy.describe()}"]
+    assert "other processes used 50% of the machine's CPU (yes 10.0 s)" in report.notes[0]
+
+
 def test_ab_report_inside_the_noise() -> None:
     trials = [
         _trial(8, v, arm=arm, repeat=i)

@@ -33,6 +33,7 @@ from tuner.bench.client import (
 )
 from tuner.bench.control import ControlError
 from tuner.bench.datasets import jsonl_prompts, prefix_prompts, trace_requests
+from tuner.bench.host_noise import HostNoise, HostNoiseMeter, local_server_pids
 from tuner.bench.http import split_base_url
 from tuner.bench.metrics import (
     FailureSummary,
@@ -75,6 +76,8 @@ class BenchResult:
         records: Every counted request (warm-ups excluded).
         started_at: UTC time the measured part began (ISO 8601).
         prompt_source: Where prompt tokens came from.
+        host_noise: CPU other processes and the hypervisor took during the
+            measured part (None where the counters could not be read).
     """
 
     url: str
@@ -85,6 +88,7 @@ class BenchResult:
     records: list[RequestRecord] = field(repr=False, default_factory=list)
     started_at: str = ""
     prompt_source: str = ""
+    host_noise: HostNoise | None = None
 
     def __getitem__(self, key: str) -> Any:
         """A metric by its vLLM key name (the JSON form; in-process code reads the properties)."""
@@ -118,6 +122,10 @@ class BenchResult:
     def delivery_warning(self, short: bool = False) -> str | None:
         """What to tell the user when most responses arrived in one piece, else None."""
         return delivery_note(self.one_chunk_fraction, short)
+
+    def host_warning(self) -> str | None:
+        """What to tell the user when others competed for the CPU during the run, else None."""
+        return self.host_noise.describe() if self.host_noise is not None else None
 
     def to_dict(self, detailed: bool = False) -> dict[str, Any]:
         """The result JSON: `vllm bench serve` keys, then tunelab's own block.
@@ -175,6 +183,8 @@ class BenchResult:
                 sum(len(r.chunk_times) for r in ok) / max(1, self.total_output_tokens)
             ),
         }
+        if self.host_noise is not None:
+            extra["host_noise"] = self.host_noise.to_dict()
         return {**head, **body, "tunelab": extra}
 
 
@@ -569,7 +579,10 @@ async def run_benchmark(
         )
         await watcher.start()
         started_at = datetime.now(UTC).isoformat(timespec="seconds")
+        meter = HostNoiseMeter(local_server_pids(url))
+        meter.start()
         records, duration = await _measure(dispatch, watcher, workload, trace)
+        host_noise = meter.stop()
         await dispatch.reporter.stop()
         server = await watcher.stop()
         _refuse_missing_endpoint(client, records)
@@ -583,4 +596,5 @@ async def run_benchmark(
         records=records,
         started_at=started_at,
         prompt_source=source,
+        host_noise=host_noise,
     )

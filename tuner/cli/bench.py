@@ -314,6 +314,9 @@ def _print_table(result: BenchResult) -> None:
     warning = result.delivery_warning()
     if warning:
         console.print(f"[yellow]delivery:[/] {warning}")
+    host = result.host_warning()
+    if host:
+        console.print(f"[yellow]host:[/] {shown(host)}")
 
 
 def _server_line(result: BenchResult) -> str:

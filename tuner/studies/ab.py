@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from tuner.bench.host_noise import host_note
 from tuner.bench.metrics import delivery_warning
 from tuner.engine.effective import arms_differences
 from tuner.errors import TunelabError
@@ -166,6 +167,12 @@ def build_report(
         for t in trials
         if t.arm in arms and (warning := delivery_warning(t.results or {}, short=True))
     ]
+    # A repeat measured while others took the CPU (issue 17: contamination).
+    notes.extend(
+        f"{t.arm}/{t.repeat}: host: {note}"
+        for t in trials
+        if t.arm in arms and (note := host_note(t.results or {}))
+    )
     notes.extend(gpu_effects(arms["A"] + arms["B"], objective))
     # What vLLM really ran in each arm, not only what was asked (issue 14).
     notes.extend(f"ran: {d.note()}" for d in arms_differences(arms["A"], arms["B"]))
