@@ -17,7 +17,9 @@ from tuner.cli.app import register_all
 from tuner.config import EngineConfig
 from tuner.cpu_demo import DEMO_ENGINE_ARGS
 from tuner.engine import effective
+from tuner.rules.types import Severity
 from tuner.studies.ab import build_report
+from tuner.trials.context import mismatch_findings
 from tuner.trials.model import Trial
 from tuner.trials.store import TrialStore
 
@@ -149,9 +151,9 @@ def test_round_trip_and_findings() -> None:
     )
     again = effective.of_trial(eff.to_dict())
     assert again == eff
-    (finding,) = effective.mismatch_findings(eff)
-    assert finding["rule"] == effective.RULE_ID and finding["knobs"] == ["cudagraph-mode"]
-    assert finding["severity"] == "warning" and "FULL" in finding["message"]
+    (finding,) = mismatch_findings(eff)
+    assert finding.rule == effective.RULE_ID and finding.knobs == ("cudagraph-mode",)
+    assert finding.severity is Severity.WARNING and "FULL" in finding.message
     assert effective.of_trial(None) is None
 
 
@@ -171,7 +173,7 @@ def _trial(engine: dict[str, object], log: str | None, arm: str | None = None) -
     if log is not None:
         ran = effective.compare(cfg.engine, effective.parse_log(lines(log), "CPU_ATTN"))
         trial.effective = ran.to_dict()
-        trial.findings = effective.mismatch_findings(ran)
+        trial.findings = mismatch_findings(ran)
     return trial
 
 

@@ -47,7 +47,7 @@ async def test_overridden_knobs_are_recorded_and_shown(demo_model_path: Path) ->
     }
     backend = next(m for m in ran.mismatches if m.knob == "attention-backend")
     assert "Cannot use AttentionBackendEnum.TORCH_SDPA backend on CPU" in backend.evidence
-    assert {f["knobs"][0] for f in stored.findings if f["rule"] == effective.RULE_ID} == {
+    assert {f.knobs[0] for f in stored.findings if f.rule == effective.RULE_ID} == {
         "attention-backend",
         "cudagraph-mode",
     }

@@ -21,6 +21,7 @@ from tuner.bench.workload import Workload
 from tuner.config import EngineConfig
 from tuner.cpu_demo import DEMO_ENGINE_ARGS
 from tuner.engine import proctree
+from tuner.rules.types import Severity
 from tuner.trials.events import TrialBackend, TrialDone, TrialFailed, TrialProgress, TrialStage
 from tuner.trials.model import Trial, TrialStatus
 from tuner.trials.runner import run_trial
@@ -75,7 +76,7 @@ async def test_one_trial_end_to_end_on_the_cpu_engine(
     assert stored.startup_seconds and stored.startup_seconds > 1
     assert stored.server is not None
     assert stored.findings == out.findings and not any(
-        f["severity"] == "error" for f in stored.findings
+        f.severity is Severity.ERROR for f in stored.findings
     )
     log = Path(stored.log_path or "")
     assert log.is_file() and log.parent.parent == tunelab_home / "data" / "trials"

@@ -22,6 +22,7 @@ from tests.support.procs import alive
 from tuner.bench.workload import Workload
 from tuner.config import EngineConfig
 from tuner.rules import Target
+from tuner.rules.types import Severity
 from tuner.trials.context import RunContext, analyze_model
 from tuner.trials.events import (
     TrialDone,
@@ -80,10 +81,10 @@ async def test_error_findings_skip_the_trial_without_starting_an_engine(tmp_path
     assert out.status is TrialStatus.SKIPPED
     assert not record.exists(), "an engine was started for a config the rules reject"
     assert out.log_path is None and out.startup_seconds is None
-    assert any(f["rule"] == "tensor-parallel-divides-heads" for f in out.findings)
+    assert any(f.rule == "tensor-parallel-divides-heads" for f in out.findings)
     assert [type(e) for e in events] == [TrialQueued, TrialSkipped]
     skipped = events[1]
-    assert isinstance(skipped, TrialSkipped) and skipped.findings[0]["severity"] == "error"
+    assert isinstance(skipped, TrialSkipped) and skipped.findings[0].severity is Severity.ERROR
     assert store.get(t.id).status is TrialStatus.SKIPPED
     assert store.get(t.id).findings == out.findings
 

@@ -173,6 +173,6 @@ class TrialProgressDisplay:
                 f"[yellow]{event.trial.short_id} skipped[/]: the rules found errors; no engine was started"
             )
             for finding in event.findings:
-                log(f"  [red]•[/] {escape(str(finding.get('message')))}")
+                log(f"  [red]•[/] {escape(finding.message)}")
         elif self.show_log and hasattr(event, "line"):
             log(f"[dim]{escape(event.line)}[/]")  # type: ignore[attr-defined]

@@ -400,8 +400,8 @@ def _print_setup(console: Console, trial: Trial) -> None:
     if trial.startup_seconds is not None:
         console.print(f"[bold]Engine start-up:[/] {trial.startup_seconds:.1f} s")
     for f in trial.findings:
-        color = {"error": "red", "warning": "yellow"}.get(str(f.get("severity")), "cyan")
-        console.print(f"[{color}]{markup(f.get('severity'))}[/]: {markup(f.get('message'))}")
+        color = {"error": "red", "warning": "yellow"}.get(f.severity.value, "cyan")
+        console.print(f"[{color}]{f.severity.value}[/]: {markup(f.message)}")
 
 
 # label, result key(s), format: the rows of a trial's results.

@@ -321,21 +321,6 @@ def of_trial(effective: Mapping[str, Any] | None) -> EffectiveConfig | None:
     return EffectiveConfig.from_dict(effective) if effective else None
 
 
-def mismatch_findings(effective: EffectiveConfig) -> list[dict[str, Any]]:
-    """Each mismatch as a warning finding (``Finding.to_dict`` form), for show/run/ab/TUI."""
-    return [
-        {
-            "severity": "warning",
-            "rule": RULE_ID,
-            "knobs": [m.knob],
-            "message": m.message(),
-            "fix": None,
-            "source": "vLLM's start-up log (requested vs effective)",
-        }
-        for m in effective.mismatches
-    ]
-
-
 @dataclass(frozen=True)
 class ArmDifference:
     """One knob as the two arms of an A/B asked for it and as vLLM ran it.

@@ -230,7 +230,9 @@ def tell_outcome(
         opt.tell(ot, state=TrialState.PRUNED)
         return TrialState.PRUNED
     if done.status is TrialStatus.SKIPPED:
-        errors = [f["message"] for f in done.findings if f.get("severity") == "error"]
+        from tuner.rules.types import Severity
+
+        errors = [f.message for f in done.findings if f.severity is Severity.ERROR]
         ot.set_user_attr("pruned_reason", "; ".join(errors)[:500] or "rules")
         opt.tell(ot, state=TrialState.PRUNED)
         return TrialState.PRUNED

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tuner.telemetry import select_backend
 from tuner.trials.slots import SlotError, gpu_count
 
 if TYPE_CHECKING:
+    from tuner.engine.effective import EffectiveConfig
     from tuner.model import ModelInfo
-    from tuner.rules import Target
+    from tuner.rules import Finding, Target
     from tuner.trials.model import Trial
 
 
@@ -110,8 +111,8 @@ def analyze_model(model: str, notes: list[str] | None = None) -> ModelInfo | Non
         return None
 
 
-def check_trial(trial: Trial, context: RunContext) -> list[dict[str, Any]]:
-    """The rule findings for the trial's config and workload, as dicts (errors first)."""
+def check_trial(trial: Trial, context: RunContext) -> list[Finding]:
+    """The rule findings for the trial's config and workload (errors first)."""
     from tuner.rules import WorkloadShape, check
 
     found = check(
@@ -120,4 +121,22 @@ def check_trial(trial: Trial, context: RunContext) -> list[dict[str, Any]]:
         context.target,
         WorkloadShape.from_workload(trial.workload),
     )
-    return [f.to_dict() for f in found]
+    return list(found)
+
+
+def mismatch_findings(ran: EffectiveConfig) -> list[Finding]:
+    """Each knob vLLM ran otherwise than asked, as a warning (show, run, ab and the TUI list it)."""
+    from tuner.engine.effective import RULE_ID
+    from tuner.rules import Finding, Severity
+
+    return [
+        Finding(
+            severity=Severity.WARNING,
+            knobs=(m.knob,),
+            message=m.message(),
+            source="vLLM's start-up log (requested vs effective)",
+            fix=None,
+            rule=RULE_ID,
+        )
+        for m in ran.mismatches
+    ]

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from tuner.bench.progress import BenchProgress
+    from tuner.rules.types import Finding
     from tuner.trials.model import Trial
 
 Stage = Literal["starting", "ready", "warmup", "measuring", "stopping"]
@@ -107,7 +108,7 @@ class TrialSkipped:
     """The rules found errors; no engine was started."""
 
     trial: Trial
-    findings: tuple[dict[str, object], ...]
+    findings: tuple[Finding, ...]
 
 
 @dataclass(frozen=True)

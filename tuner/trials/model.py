@@ -16,10 +16,13 @@ import time
 import uuid
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuner.bench.workload import Workload
 from tuner.config import EngineConfig
+
+if TYPE_CHECKING:
+    from tuner.rules.types import Finding
 
 DEFAULT_STUDY = "default"
 DEFAULT_OBJECTIVE = "output_throughput"
@@ -105,7 +108,7 @@ class Trial:
             ``output_throughput``; latency keys such as ``p99_ttft_ms`` are minimised).
         id: Short unique id.
         status: See TrialStatus.
-        findings: Rule findings (``Finding.to_dict()`` form), errors first.
+        findings: Rule findings, errors first (stored in ``Finding.to_dict()`` form).
         backend_requested: ``attention-backend`` the config asks for (None: vLLM picks).
         backend_actual: The backend vLLM reported using.
         backend_inferred: True when the backend was implied by the platform, not logged.
@@ -146,7 +149,7 @@ class Trial:
     objective: str = DEFAULT_OBJECTIVE
     id: str = field(default_factory=new_trial_id)
     status: TrialStatus = TrialStatus.QUEUED
-    findings: list[dict[str, Any]] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
     backend_requested: str | None = None
     backend_actual: str | None = None
     backend_inferred: bool = False
@@ -221,6 +224,8 @@ class Trial:
                 value = value.to_dict()
             elif f.name == "status":
                 value = str(value)
+            elif f.name == "findings":
+                value = [finding.to_dict() for finding in value]
             out[f.name] = value
         out["config_id"] = self.config_id
         out["objective_value"] = self.objective_value
@@ -238,6 +243,13 @@ class Trial:
         values["config"] = cfg if isinstance(cfg, EngineConfig) else EngineConfig(**cfg)
         wl = values["workload"]
         values["workload"] = wl if isinstance(wl, Workload) else Workload.from_dict(wl)
+        # Imported here: tuner.rules loads every rule, which the TUI's first paint skips.
+        from tuner.rules.types import Finding
+
+        values["findings"] = [
+            f if isinstance(f, Finding) else Finding.from_dict(f)
+            for f in values.get("findings") or []
+        ]
         return cls(**values)
 
 

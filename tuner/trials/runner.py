@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 from tuner.engine import effective, proctree
 from tuner.engine.spec import resolve_entry
 from tuner.guard import GuardSettings
-from tuner.trials.context import RunContext, check_trial, resolve_context
+from tuner.rules.types import Severity
+from tuner.trials.context import RunContext, check_trial, mismatch_findings, resolve_context
 from tuner.trials.events import TrialEventCallback, TrialQueued, TrialSkipped, TrialStage
 from tuner.trials.model import Trial, TrialStatus
 from tuner.trials.session import MAX_FAILED_FRACTION, EngineCrashed, EngineSession
@@ -250,7 +251,7 @@ def _apply_rules(
         trial.vllm_version = context.target.vllm_version
         trial.platform = context.target.platform
         trial.timings["rules_s"] = time.monotonic() - t0
-        errors = tuple(f for f in trial.findings if f["severity"] == "error")
+        errors = tuple(f for f in trial.findings if f.severity is Severity.ERROR)
         if errors:
             store.update_status(
                 trial,
@@ -298,8 +299,8 @@ def _record_ready(
         trial.timings["start_s"] = start_s
         trial.effective = ran.to_dict()
         trial.findings = [
-            *(f for f in trial.findings if f.get("rule") != effective.RULE_ID),
-            *effective.mismatch_findings(ran),
+            *(f for f in trial.findings if f.rule != effective.RULE_ID),
+            *mismatch_findings(ran),
         ]
         store.save(trial)
 
