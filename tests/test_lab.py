@@ -16,9 +16,9 @@ from tuner.bench.workload import Workload, WorkloadError
 from tuner.config import EngineConfig
 from tuner.lab.config import ConfigInputError, build_config
 from tuner.lab.study import BaselineChoice, ComparisonSource, Study
-from tuner.lab.target import with_node_gpus
-from tuner.lab.values import ValueTextError, parse_bool, parse_rate
-from tuner.lab.workload import workload_from_texts, workload_texts
+from tuner.lab.target import for_check, with_node_gpus
+from tuner.lab.values import ValueTextError, parse_bool, parse_fraction, parse_rate
+from tuner.lab.workload import shape_for_check, workload_from_texts, workload_texts
 from tuner.rules import Target
 from tuner.studies.ab import build_report
 from tuner.studies.stats import Verdict
@@ -59,6 +59,38 @@ def test_workload_texts_read_back_as_the_same_workload() -> None:
     w = Workload(input_len=7, output_len=9, num_prompts=3, concurrency=None, request_rate=2.5,
                  slo={"ttft": 500.0}, warmup_requests=2)  # fmt: skip
     assert workload_from_texts(workload_texts(w), warmup=2) == w
+
+
+@pytest.mark.parametrize(("text", "value"), [("2%", 0.02), ("0.05", 0.05), (" 50% ", 0.5)])
+def test_fraction_parser_takes_percent_and_share(text: str, value: float) -> None:
+    assert parse_fraction(text) == pytest.approx(value)
+
+
+@pytest.mark.parametrize(("text", "says"), [("two", "percentage such as 2%"), ("150%", "between"),
+                                            ("0", "between"), ("1", "between")])  # fmt: skip
+def test_a_bad_fraction_says_what_a_fraction_is(text: str, says: str) -> None:
+    with pytest.raises(ValueTextError, match=says):
+        parse_fraction(text)
+
+
+def test_check_workload_options_override_the_presets_and_nothing_is_none() -> None:
+    shape = shape_for_check({"input_len": 2048, "concurrency": 8}, None, 128, 64, None)
+    assert shape is not None
+    assert (shape.input_len, shape.output_len, shape.concurrency) == (2048, 128, 64)
+    assert shape_for_check(None, None, None, None, None) is None
+
+
+def test_check_target_given_version_and_platform_win_over_the_preset_and_skip_introspection() -> (
+    None
+):
+    class PresetTarget:
+        vllm_version, platform, gpu_count = "0.10.0", "cuda", 4
+
+    target, notes = for_check("0.12.0", "rocm", None, 192.0, PresetTarget())
+    assert (target.vllm_version, target.platform, target.gpus) == ("0.12.0", "rocm", 4)
+    assert target.note == "given" and notes == []
+    target, _ = for_check(None, None, 2, None, PresetTarget())
+    assert (target.vllm_version, target.platform, target.gpus) == ("0.10.0", "cuda", 2)
 
 
 def test_bool_parser() -> None:

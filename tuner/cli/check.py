@@ -11,7 +11,6 @@ use, so scripts can gate a launch on it.
 from __future__ import annotations
 
 import json
-import sys
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -129,35 +128,10 @@ def _build_config(
 def _target(
     loaded: Any, version: str | None, platform: str | None, gpus: int | None, vram: float | None
 ) -> tuple[Target, list[str]]:
-    """The given target, else the introspected installed vLLM, else the catalogue."""
-    from tuner.rules import Target
+    """The target (tuner.lab.target.for_check owns the precedence)."""
+    from tuner.lab.target import for_check
 
-    notes: list[str] = []
-    preset_target = getattr(loaded, "target", None)
-    version = version or getattr(preset_target, "vllm_version", None)
-    platform = platform or getattr(preset_target, "platform", None)
-    gpus = gpus or getattr(preset_target, "gpu_count", None) or 1
-    if version and platform:
-        return Target(version, platform, gpus, vram, note="given"), notes
-    from tuner.introspect import IntrospectError, introspect
-
-    try:
-        info = introspect(sys.executable)
-    except IntrospectError as exc:
-        info = None
-        notes.append(f"introspection failed ({exc}); checking against tunelab's catalogue only")
-    if info is not None and not info.available:
-        notes.append(f"no vLLM here ({info.error}); checking against tunelab's catalogue only")
-        info = None
-    if info is None:
-        return Target(version, platform, gpus, vram, note="catalogue"), notes
-    if version and version != info.version:
-        # Introspection speaks only for the installed version.
-        return Target(version, platform or info.platform, gpus, vram, note="given version"), notes
-    target = Target.from_introspection(info, gpus=gpus, vram_gib=vram)
-    if platform and platform != target.platform:
-        target = Target(target.vllm_version, platform, gpus, vram, note="given platform")
-    return target, notes
+    return for_check(version, platform, gpus, vram, getattr(loaded, "target", None))
 
 
 def _model(name: str, *, from_preset: bool, offline: bool) -> tuple[ModelInfo | None, str]:
@@ -180,18 +154,11 @@ def _workload(
     output_len: int | None,
     goal: str | None,
 ) -> WorkloadShape | None:
-    from tuner.rules import WorkloadShape
+    """The rules' workload (tuner.lab.workload.shape_for_check owns the merge)."""
+    from tuner.lab.workload import shape_for_check
 
-    stored = getattr(loaded, "workload", None) or {}
-    values = {
-        "input_len": input_len or stored.get("input_len"),
-        "output_len": output_len or stored.get("output_len"),
-        "concurrency": concurrency or stored.get("concurrency"),
-        "goal": goal or stored.get("goal"),
-    }
-    if not any(v is not None for v in values.values()):
-        return None
-    return WorkloadShape(**values)
+    stored = getattr(loaded, "workload", None)
+    return shape_for_check(stored, input_len, output_len, concurrency, goal)
 
 
 _STYLE = {"error": "bold red", "warning": "yellow", "advice": "cyan"}

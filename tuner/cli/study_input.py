@@ -39,16 +39,13 @@ def split_slo(command: str, items: list[str] | None) -> tuple[list[Constraint], 
 
 
 def parse_fraction(command: str, option: str, text: str | None) -> float | None:
-    """``2%`` or ``0.02`` → 0.02."""
+    """``2%`` or ``0.02`` → 0.02 (tuner.lab.values.parse_fraction); a usage error names the option."""
     if text is None:
         return None
-    raw = text.strip()
+    from tuner.lab.values import ValueTextError
+    from tuner.lab.values import parse_fraction as parse
+
     try:
-        value = float(raw[:-1]) / 100.0 if raw.endswith("%") else float(raw)
-    except ValueError:
-        raise opt.usage_error(
-            command, f"{option} takes a percentage such as 2%, not {text!r}"
-        ) from None
-    if not 0.0 < value < 1.0:
-        raise opt.usage_error(command, f"{option} must be between 0% and 100%, got {text!r}")
-    return value
+        return parse(text)
+    except ValueTextError as exc:
+        raise opt.usage_error(command, f"{option} {exc}") from None

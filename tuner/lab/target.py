@@ -9,7 +9,9 @@ the device itself and introspection reports no memory size at all
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
+from typing import Any
 
 from tuner.introspect import VllmInfo
 from tuner.knobs.gpus import from_telemetry_name
@@ -57,3 +59,48 @@ def with_node_gpus(
         vram_gib=vram_gib if vram_gib is not None else target.vram_gib,
         partition=split if split and split != "SPX" and not split.startswith("MIG") else None,
     )
+
+
+def for_check(
+    version: str | None,
+    platform: str | None,
+    gpus: int | None,
+    vram_gib: float | None,
+    preset_target: Any = None,
+) -> tuple[Target, list[str]]:
+    """The target ``tunelab check`` and ``presets check`` judge against, and notes on it.
+
+    The precedence: what the user typed, then the preset's ``[target]``;
+    when both a version and a platform are known that is the target ("given").
+    Otherwise the installed vLLM answers (introspection in a subprocess) —
+    but only for its own version: a different version asked for keeps the
+    catalogue's view of that version. Without a usable vLLM the catalogue
+    alone ("catalogue"), with a note saying so.
+    """
+    from tuner.introspect import IntrospectError, introspect
+
+    notes: list[str] = []
+    version = version or getattr(preset_target, "vllm_version", None)
+    platform = platform or getattr(preset_target, "platform", None)
+    gpus = gpus or getattr(preset_target, "gpu_count", None) or 1
+    if version and platform:
+        return Target(version, platform, gpus, vram_gib, note=GIVEN_NOTE), notes
+    try:
+        info: VllmInfo | None = introspect(sys.executable)
+    except IntrospectError as exc:
+        info = None
+        notes.append(f"introspection failed ({exc}); checking against tunelab's catalogue only")
+    if info is not None and not info.available:
+        notes.append(f"no vLLM here ({info.error}); checking against tunelab's catalogue only")
+        info = None
+    if info is None:
+        return Target(version, platform, gpus, vram_gib, note="catalogue"), notes
+    if version and version != info.version:
+        # Introspection speaks only for the installed version.
+        return Target(
+            version, platform or info.platform, gpus, vram_gib, note="given version"
+        ), notes
+    target = Target.from_introspection(info, gpus=gpus, vram_gib=vram_gib)
+    if platform and platform != target.platform:
+        target = Target(target.vllm_version, platform, gpus, vram_gib, note="given platform")
+    return target, notes

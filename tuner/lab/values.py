@@ -62,6 +62,22 @@ def parse_rate(text: str) -> float:
     return rate
 
 
+def parse_fraction(text: str) -> float:
+    """A share strictly between 0 and 1 from ``2%`` or ``0.02`` (A/B margins, tolerances).
+
+    Raises:
+        ValueTextError: Not a number or a percentage, or not between 0 % and 100 %.
+    """
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100.0 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise ValueTextError(f"takes a percentage such as 2%, not {text!r}") from None
+    if not 0.0 < value < 1.0:
+        raise ValueTextError(f"must be between 0% and 100%, got {text!r}")
+    return value
+
+
 def rate_text(rate: float) -> str:
     """The text :func:`parse_rate` reads back as ``rate``."""
     return "inf" if math.isinf(rate) else f"{rate:g}"

@@ -14,9 +14,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from tuner.bench.workload import Workload, WorkloadError, parse_slo
 from tuner.lab.values import ValueTextError, parse_rate, rate_text
+
+if TYPE_CHECKING:
+    from tuner.rules import WorkloadShape
 
 
 class FieldKind(StrEnum):
@@ -142,3 +146,28 @@ def workload_texts(workload: Workload) -> dict[str, str]:
         "request_rate": rate_text(workload.request_rate),
         "slo": ",".join(f"{k}:{v:g}" for k, v in workload.slo.items()),
     }
+
+
+def shape_for_check(
+    stored: Mapping[str, object] | None,
+    input_len: int | None,
+    output_len: int | None,
+    concurrency: int | None,
+    goal: str | None,
+) -> WorkloadShape | None:
+    """The workload the rules see in ``check``: typed options over a preset's ``[workload]``.
+
+    None when neither says anything (the workload rules stay silent).
+    """
+    from tuner.rules import WorkloadShape
+
+    stored = stored or {}
+    values = {
+        "input_len": input_len or stored.get("input_len"),
+        "output_len": output_len or stored.get("output_len"),
+        "concurrency": concurrency or stored.get("concurrency"),
+        "goal": goal or stored.get("goal"),
+    }
+    if not any(v is not None for v in values.values()):
+        return None
+    return WorkloadShape(**values)
