@@ -203,3 +203,21 @@ def test_cached_collects_once_per_interpreter() -> None:
     cached.cache_clear()
     first = cached(sys.executable)
     assert cached(sys.executable) is first and cached.cache_info().hits == 1
+
+
+def test_an_exported_trial_carries_its_recorded_environment_to_presets_verify() -> None:
+    from tuner.bench.workload import Workload
+    from tuner.config import EngineConfig
+    from tuner.export.preset import dump_preset, loads_preset
+    from tuner.export.trial import trial_preset
+    from tuner.trials.model import Trial, TrialStatus
+
+    trial = Trial(EngineConfig("org/m", engine={"max-num-seqs": 8}), Workload(), study="s")
+    trial.status, trial.results = TrialStatus.DONE, {"output_throughput": 100.0}
+    trial.environment = {"vllm_version": "0.32.0", "torch_version": "2.13.0+cpu"}
+    preset = loads_preset(dump_preset(trial_preset(trial, [trial])))
+    assert recorded_by_preset(preset) == Fingerprint(
+        vllm_version="0.32.0", torch_version="2.13.0+cpu"
+    )
+    now = Fingerprint(vllm_version="0.33.0", torch_version="2.13.0+cpu")
+    assert differences_from_preset(preset, now) == ["vllm_version: 0.32.0 -> 0.33.0"]

@@ -158,6 +158,30 @@ def test_ab_report_notes_the_repeats_measured_while_others_took_the_cpu() -> Non
     assert "other processes used 50% of the machine's CPU (yes 10.0 s)" in report.notes[0]
 
 
+def test_ab_report_names_what_differed_in_the_environment_between_and_within_arms() -> None:
+    trials = [
+        _trial(1, 100.0, arm="A", repeat=0),
+        _trial(64, 1000.0, arm="B", repeat=0),
+        _trial(64, 1010.0, arm="B", repeat=1),
+        _trial(1, 104.0, arm="A", repeat=1),
+    ]
+    same = {"vllm_version": "0.32.0", "power_cap_w": 750.0}
+    for t in trials:
+        t.environment = dict(same)
+    assert build_report(trials, study="s", objective="output_throughput").notes == []
+    trials[1].environment = {"vllm_version": "0.33.0", "power_cap_w": 750.0}
+    trials[2].environment = {"vllm_version": "0.33.0", "power_cap_w": 600.0}
+    notes = build_report(trials, study="s", objective="output_throughput").notes
+    assert notes == [
+        "environment: A and B ran on different setups (vllm_version: 0.32.0 -> 0.33.0): "
+        "the A/B measures that difference too",
+        "environment: B's repeats ran on different setups (power_cap_w: 750.0 -> 600.0)",
+    ]
+    trials[3].environment = None  # a trial from before schema 6: no evidence either way
+    trials[1].environment = trials[2].environment = dict(same)
+    assert build_report(trials, study="s", objective="output_throughput").notes == []
+
+
 def test_ab_report_inside_the_noise() -> None:
     trials = [
         _trial(8, v, arm=arm, repeat=i)

@@ -120,6 +120,10 @@ async def test_a_trial_runs_through_its_stages_and_records_everything(tmp_path: 
     stored = store.get(out.id)
     assert stored.status is TrialStatus.DONE and stored.results == out.results
     assert stored.engine_pid is None and stored.owner_pid == os.getpid()
+    # What it ran on, read from the engine's interpreter (issue 17: schema 6).
+    assert stored.environment is not None and stored.environment == out.environment
+    assert stored.environment["vllm_version"] == "0.32.0"
+    assert stored.environment["torch_version"] and stored.environment["platform"] == "cpu"
 
 
 async def test_workloads_share_one_engine(tmp_path: Path) -> None:

@@ -49,6 +49,7 @@ def test_round_trip_keeps_every_field(tmp_path: Path) -> None:
     trial = make_trial(**{"attention-backend": "ROCM_AITER_FA"})
     trial.tags = {"sweep": "max-num-seqs", "value": 8}
     trial.arm, trial.repeat = "A", 2
+    trial.environment = {"vllm_version": "0.32.0", "power_cap_w": 750.0}
     store.add(trial)
     store.update_status(
         trial, TrialStatus.STARTING, started_at=time.time(), log_path="/x/engine.log"
@@ -64,6 +65,7 @@ def test_round_trip_keeps_every_field(tmp_path: Path) -> None:
     assert back.config.config_id == trial.config.config_id
     assert math.isinf(back.workload.request_rate)
     assert back.finished_at is not None and back.engine_pid is None
+    assert back.environment == {"vllm_version": "0.32.0", "power_cap_w": 750.0}
 
 
 def test_get_by_prefix_and_clear_errors(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ import functools
 import json
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -262,3 +262,36 @@ def differences_from_preset(
 ) -> list[str]:
     """``field: recorded -> now`` between a preset's recorded environment and this node."""
     return recorded_by_preset(preset).differences(now if now is not None else collect(python))
+
+
+def arm_notes(arms: Mapping[str, Sequence[Mapping[str, Any] | None]]) -> list[str]:
+    """What an A/B report must say when its trials did not all run on the same environment.
+
+    Args:
+        arms: Each arm's trials' recorded fingerprints (``Trial.environment``;
+            None for a trial that has none), keyed by arm label.
+
+    Returns:
+        One note when the arms' first fingerprints differ (the comparison then
+        measures that difference too), and one per arm whose repeats differ
+        among themselves; nothing when every recorded fingerprint agrees.
+    """
+    known = {arm: [Fingerprint.from_dict(e) for e in envs if e] for arm, envs in arms.items()}
+    notes: list[str] = []
+    labels = [arm for arm, envs in known.items() if envs]
+    if len(labels) >= 2:
+        first, second = labels[0], labels[1]
+        between = known[first][0].differences(known[second][0])
+        if between:
+            notes.append(
+                f"environment: {first} and {second} ran on different setups "
+                f"({'; '.join(between)}): the A/B measures that difference too"
+            )
+    for arm in labels:
+        envs = known[arm]
+        within = sorted({d for e in envs[1:] for d in envs[0].differences(e)})
+        if within:
+            notes.append(
+                f"environment: {arm}'s repeats ran on different setups ({'; '.join(within)})"
+            )
+    return notes

@@ -79,6 +79,9 @@ def trial_preset(trial: Trial, repeats: list[Trial], baseline: Trial | None = No
     guard = guard_table(guard_verdicts([trial], baseline)[0])
     if guard:
         results["guard"] = guard
+    if trial.environment:
+        # What `presets verify` compares this node with (tuner.environment).
+        results["environment"] = _clean(dict(trial.environment))
     workload = _clean(trial.workload.to_dict()) or {}
     gpus = list(trial.gpu_names or [])
     target = PresetTarget(

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from tuner.bench.host_noise import host_note
 from tuner.bench.metrics import delivery_warning
 from tuner.engine.effective import arms_differences
+from tuner.environment import arm_notes
 from tuner.errors import TunelabError
 from tuner.studies.common import study_name, value_of
 from tuner.studies.sequential import (
@@ -174,6 +175,8 @@ def build_report(
         if t.arm in arms and (note := host_note(t.results or {}))
     )
     notes.extend(gpu_effects(arms["A"] + arms["B"], objective))
+    # What each arm ran on (issue 17): an upgrade or a power cap between arms is named.
+    notes.extend(arm_notes({arm: [t.environment for t in ts] for arm, ts in arms.items()}))
     # What vLLM really ran in each arm, not only what was asked (issue 14).
     notes.extend(f"ran: {d.note()}" for d in arms_differences(arms["A"], arms["B"]))
     names = [objective, *[m for m in metrics if m != objective]]

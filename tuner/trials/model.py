@@ -141,6 +141,10 @@ class Trial:
         guard: The output-drift guard's probes on this trial's engine
             (``GuardRun.to_dict()`` form; judged against the study baseline by
             ``tuner.guard.compare``), None when it did not run.
+        environment: What the engine ran on (``tuner.environment.Fingerprint``
+            in ``to_dict`` form: vLLM and torch builds, driver, GPU, power cap),
+            recorded when its engine started; None for trials from before
+            schema 6 or that never started an engine.
     """
 
     config: EngineConfig
@@ -177,6 +181,7 @@ class Trial:
     owner_created: float | None = None
     effective: dict[str, Any] | None = None
     guard: dict[str, Any] | None = None
+    environment: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.status, TrialStatus):

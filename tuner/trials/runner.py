@@ -22,6 +22,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from tuner import environment
 from tuner.engine import effective, proctree
 from tuner.engine.spec import resolve_entry
 from tuner.guard import GuardSettings
@@ -209,6 +210,10 @@ async def _serve(
             engine.spec.config.engine,
             engine.backend,
         )
+        # What it ran on: one small subprocess per interpreter and process (cached).
+        fingerprint = await asyncio.to_thread(environment.cached, engine.spec.python)
+        for trial in runnable:
+            trial.environment = fingerprint.to_dict()
         _record_ready(runnable, store, engine, start_s, ran)
         session.emit(TrialStage(runnable[0].id, "ready", engine.url or ""))
         await _measure_in_turn(session, pending, engine.served_model)

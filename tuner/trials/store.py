@@ -39,7 +39,8 @@ from tuner.trials.rows import BadRow, StoreScan, UnreadableRow, known_keys, one_
 # 3: the ``effective`` column (requested vs effective config, tuner.engine.effective).
 # 4: the ``engine_token`` column (recovery's proof that it started the engine, issue 19).
 # 5: the ``guard`` column (output-drift guard probes, tuner.guard; issue 16).
-SCHEMA_VERSION = 5
+# 6: the ``environment`` column (the fingerprint each trial ran on; issue 17).
+SCHEMA_VERSION = 6
 DB_NAME = "tunelab.db"
 BUSY_TIMEOUT_S = 30.0
 
@@ -56,6 +57,7 @@ JSON_FIELDS = (
     "timings",
     "effective",
     "guard",
+    "environment",
 )
 # Scalar fields stored as plain columns (status as its string value).
 SCALAR_FIELDS = (
@@ -247,7 +249,8 @@ class TrialStore:
                 if statement.strip():
                     conn.execute(statement)
             # An older store's trials table lacks the columns added since
-            # (version 3: effective; version 4: engine_token; version 5: guard).
+            # (version 3: effective; version 4: engine_token; version 5: guard;
+            # version 6: environment).
             have = {row[1] for row in conn.execute("PRAGMA table_info(trials)")}
             for name in (*SCALAR_FIELDS, *JSON_FIELDS):
                 if name not in have:
