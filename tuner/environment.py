@@ -231,6 +231,17 @@ def collect(python: str = sys.executable, *, telemetry: str | Backend = "auto") 
 
 
 @functools.lru_cache(maxsize=8)
+def software(python: str = sys.executable) -> Fingerprint:
+    """The software, driver and host facts only, once per interpreter and process.
+
+    What the trial runner records per trial: it opens no GPU library, since a
+    second amdsmi/NVML session's shut-down could end the one the TUI's
+    telemetry holds (the runner adds the GPUs the trial saw itself).
+    """
+    return collect(python, telemetry="none")
+
+
+@functools.lru_cache(maxsize=8)
 def cached(python: str = sys.executable) -> Fingerprint:
     """:func:`collect` once per interpreter and process: what the trial runner records per trial.
 

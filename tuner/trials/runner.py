@@ -210,10 +210,13 @@ async def _serve(
             engine.spec.config.engine,
             engine.backend,
         )
-        # What it ran on: one small subprocess per interpreter and process (cached).
-        fingerprint = await asyncio.to_thread(environment.cached, engine.spec.python)
+        # What it ran on: one small subprocess per interpreter and process (cached),
+        # with the GPUs this trial's engine could see.
+        fingerprint = await asyncio.to_thread(environment.software, engine.spec.python)
         for trial in runnable:
-            trial.environment = fingerprint.to_dict()
+            names = trial.gpu_names or []
+            gpus = {"gpu_name": names[0], "gpu_count": len(names)} if names else {}
+            trial.environment = {**fingerprint.to_dict(), **gpus}
         _record_ready(runnable, store, engine, start_s, ran)
         session.emit(TrialStage(runnable[0].id, "ready", engine.url or ""))
         await _measure_in_turn(session, pending, engine.served_model)
