@@ -297,6 +297,51 @@ async def test_quit_during_a_run_asks_then_stops_the_engine(
     assert trial is None or str(trial.status) == "interrupted"
 
 
+async def test_a_hang_up_stops_the_run_and_marks_its_trial_interrupted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 18: the SSH session drops (SIGHUP) mid-run; no traceback, no orphan, no lost trial."""
+    import os
+    import signal
+
+    import psutil
+
+    from tuner.trials import events as ev
+    from tuner.trials.store import TrialStore
+
+    starts = tmp_path / "starts.jsonl"
+    monkeypatch.setenv("DOUBLE_START_LOG", str(starts))
+    seen, hook = recorder()
+    app = TunelabApp(services=services())
+    async with app.run_test(size=(80, 24), message_hook=hook) as pilot:
+        await settle(pilot)
+        await set_workload(pilot, {"in": "32", "out": "200", "n": "400", "conc": "1"})
+        await pilot.press("r")
+        await wait_for(
+            pilot,
+            lambda: any(
+                isinstance(m, RunEvent)
+                and isinstance(m.event, ev.TrialStage)
+                and m.event.stage == "measuring"
+                for m in seen
+            ),
+            30,
+            "measuring",
+        )
+        os.kill(os.getpid(), signal.SIGHUP)  # the app's handler takes it, not the default
+        await wait_for(pilot, lambda: not app.is_running or app.return_code is not None, 30, "exit")
+    pid = json.loads(starts.read_text().splitlines()[0])["pid"]
+    gone = not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert gone, f"engine double {pid} outlived the hang-up"
+    with TrialStore() as store:
+        stored = store.list(study="tui")
+    assert stored and str(stored[-1].status) == "interrupted"
+    import asyncio
+
+    # The handler left with the app: a later SIGHUP is not routed into a dead app.
+    assert signal.SIGHUP not in getattr(asyncio.get_running_loop(), "_signal_handlers", {})
+
+
 @pytest.mark.engine
 async def test_run_end_to_end_on_the_real_cpu_engine() -> None:
     """The Run flow on the real vLLM CPU engine and the tiny demo model."""

@@ -10,6 +10,9 @@ on a 2 Hz timer, so input never waits on a driver.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
@@ -91,6 +94,7 @@ class TunelabApp(WorkerErrors, KeyActions, App[None]):
     # -- start-up -------------------------------------------------------------
 
     def on_mount(self) -> None:
+        self._watch_hang_up()
         self.push_screen(self._main)
         self.probe_vllm()
         self.open_telemetry()
@@ -359,6 +363,25 @@ class TunelabApp(WorkerErrors, KeyActions, App[None]):
                 await self._stop_and_exit()
 
         self.push_screen(ConfirmQuit(), answered)
+
+    def _watch_hang_up(self) -> None:
+        """A dropped SSH session (SIGHUP) ends the TUI as ``q`` then ``y`` would.
+
+        Without a handler the process dies at once: the reaper still ends the
+        engine, but the trial stays "running" until the next start recovers it.
+        With it, the run is stopped, its trial marked interrupted and the engine
+        stopped before exit. Work started with ``tunelab jobs start`` lives in
+        the study service and is not touched.
+        """
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self._hung_up)
+
+    def _hung_up(self) -> None:
+        self.run_worker(self._stop_and_exit(), group="hang-up", exclusive=True)
+
+    def on_unmount(self) -> None:
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
 
     async def _stop_and_exit(self) -> None:
         """Stop the run (engine tree included) and the sampler, then exit."""
