@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
@@ -377,7 +378,22 @@ class TunelabApp(WorkerErrors, KeyActions, App[None]):
             asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self._hung_up)
 
     def _hung_up(self) -> None:
-        self.run_worker(self._stop_and_exit(), group="hang-up", exclusive=True)
+        self.run_worker(self._hang_up_exit(), group="hang-up", exclusive=True)
+
+    async def _hang_up_exit(self) -> None:
+        """Stop the work, then leave without restoring a terminal that is gone.
+
+        Textual's own exit writes the terminal's reset sequences through its
+        output thread, which died on the closed terminal: that exit would block
+        for ever (seen in test_reliability_tui_hangup.py), so the process ends
+        itself once the run is stopped and its trial recorded. Under a test
+        pilot (headless) there is a terminal to keep: a normal exit.
+        """
+        await self._stop_work()
+        if self.is_headless:
+            self.exit()
+            return
+        os._exit(128 + signal.SIGHUP)
 
     def on_unmount(self) -> None:
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
@@ -385,12 +401,16 @@ class TunelabApp(WorkerErrors, KeyActions, App[None]):
 
     async def _stop_and_exit(self) -> None:
         """Stop the run (engine tree included) and the sampler, then exit."""
+        await self._stop_work()
+        self.exit()
+
+    async def _stop_work(self) -> None:
+        """Stop the run (its trial recorded, engine tree stopped), the sampler and telemetry."""
         await self.jobs.stop_and_wait()
         if self.sampler is not None:
             self.sampler.stop()
         if self._backend is not None:
             self._backend.close()
-        self.exit()
 
 
 def _is_demo(model: str) -> bool:

@@ -225,7 +225,9 @@ async def _serve(
         for trial in pending:
             with contextlib.suppress(Exception):
                 store.update_status(
-                    trial, TrialStatus.INTERRUPTED, failure_reason="the run was interrupted"
+                    trial,
+                    TrialStatus.INTERRUPTED,
+                    failure_reason=f"the run was interrupted while the trial was {trial.status}",
                 )
         raise
     finally:
