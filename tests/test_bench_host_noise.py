@@ -10,6 +10,7 @@ A/B report's note.
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 import time
@@ -18,7 +19,6 @@ import psutil
 import pytest
 
 from tuner.bench.host_noise import (
-    FOREIGN_LIMIT,
     HostNoise,
     HostNoiseMeter,
     host_note,
@@ -62,16 +62,23 @@ def test_a_foreign_spinning_process_contaminates_the_run() -> None:
     assert line is not None and "other processes used" in line and "run it again" in line
 
 
+def _children_cpu() -> float:
+    t = os.times()
+    return t.children_user + t.children_system
+
+
 def test_the_runs_own_child_is_not_noise() -> None:
+    # Asserted on the accounting, not on a quiet machine: whatever else the box
+    # runs, the child's CPU must be in the run's own share.
+    before = _children_cpu()
     child = _spinner(1.5, foreign=False)
     meter = HostNoiseMeter()
     meter.start()
     child.wait(timeout=30)  # reaped inside the window: its time moves to children_*
-    time.sleep(0.3)
     noise = meter.stop()
-    assert noise is not None
-    assert noise.foreign_share < FOREIGN_LIMIT, noise
-    assert not noise.contaminated and noise.describe() is None
+    spent = _children_cpu() - before
+    assert noise is not None and spent > 0.3
+    assert noise.own_cpu_s >= 0.9 * spent, (noise, spent)
 
 
 def test_the_stored_form_reads_back_and_drives_the_note() -> None:
@@ -109,3 +116,28 @@ def test_local_server_pids_finds_the_listener_and_ignores_remote_hosts() -> None
 @pytest.mark.parametrize("url", ["http://127.0.0.1:9", "http://localhost:1"])
 def test_nothing_listening_is_an_empty_set(url: str) -> None:
     assert local_server_pids(url) == set()
+
+
+def test_a_grandchild_reaped_by_its_parent_stays_the_runs_own() -> None:
+    # An engine's helper processes come and go under it; their CPU is the run's.
+    code = SPIN.format(s=1.2)
+    parent = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {code!r}])"
+    before = _children_cpu()
+    meter = HostNoiseMeter()
+    meter.start()
+    subprocess.run([sys.executable, "-c", parent], check=True, timeout=60)
+    noise = meter.stop()
+    spent = _children_cpu() - before  # the grandchild's time reaches us through its parent
+    assert noise is not None and spent > 0.3
+    assert noise.own_cpu_s >= 0.9 * spent, (noise, spent)
+
+
+def test_a_local_server_it_cannot_see_is_not_called_foreign_load() -> None:
+    # A vLLM in a container or under another user: its busy API server is on these
+    # cores, but its pids are not visible, so the foreign share cannot be judged.
+    unseen = HostNoise(10.0, 2, foreign_share=0.5, steal_share=0.0, foreign_known=False)
+    assert not unseen.contaminated and unseen.describe() is None
+    assert HostNoise.from_dict(unseen.to_dict()) == unseen
+    stolen = HostNoise(10.0, 2, foreign_share=0.5, steal_share=0.2, foreign_known=False)
+    line = stolen.describe() or ""
+    assert "hypervisor stole 20%" in line and "other processes" not in line

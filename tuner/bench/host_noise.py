@@ -48,8 +48,13 @@ class HostNoise:
             window × cores (0.5 on 2 cores: one core fully taken).
         steal_share: Time the hypervisor gave to other guests, same scale.
         top: The busiest foreign processes: (name, CPU seconds), largest first.
-        server_seen: Whether the local server's processes were found (a remote
-            server's load is not on this machine and cannot be told apart).
+        server_seen: Whether the local server's processes were found.
+        foreign_known: False when the server listens on this machine but its
+            processes are not visible (another user's, or in a container):
+            its CPU cannot be told from others', so ``foreign_share`` is not
+            judged (steal still is).
+        own_cpu_s: CPU seconds the run's own processes used (client, its
+            children, the local server's tree): what was subtracted.
     """
 
     window_s: float
@@ -58,18 +63,25 @@ class HostNoise:
     steal_share: float
     top: tuple[tuple[str, float], ...] = field(default_factory=tuple)
     server_seen: bool = False
+    foreign_known: bool = True
+    own_cpu_s: float = 0.0
+
+    @property
+    def foreign_busy(self) -> bool:
+        """Others took more than FOREIGN_LIMIT of the machine (and that can be told)."""
+        return self.foreign_known and self.foreign_share > FOREIGN_LIMIT
 
     @property
     def contaminated(self) -> bool:
         """Whether others took enough of the machine to move a latency figure."""
-        return self.foreign_share > FOREIGN_LIMIT or self.steal_share > STEAL_LIMIT
+        return self.foreign_busy or self.steal_share > STEAL_LIMIT
 
     def describe(self) -> str | None:
         """One line for the user when the run was contaminated, else None."""
         if not self.contaminated:
             return None
         parts = []
-        if self.foreign_share > FOREIGN_LIMIT:
+        if self.foreign_busy:
             who = ", ".join(f"{name} {cpu:.1f} s" for name, cpu in self.top)
             parts.append(
                 f"other processes used {self.foreign_share:.0%} of the machine's CPU"
@@ -88,6 +100,8 @@ class HostNoise:
             "steal_share": round(self.steal_share, 4),
             "top": [[name, round(cpu, 2)] for name, cpu in self.top],
             "server_seen": self.server_seen,
+            "foreign_known": self.foreign_known,
+            "own_cpu_s": round(self.own_cpu_s, 3),
             "contaminated": self.contaminated,
         }
 
@@ -101,6 +115,8 @@ class HostNoise:
             steal_share=float(data.get("steal_share", 0.0)),
             top=tuple((str(n), float(c)) for n, c in data.get("top") or ()),
             server_seen=bool(data.get("server_seen", False)),
+            foreign_known=bool(data.get("foreign_known", True)),
+            own_cpu_s=float(data.get("own_cpu_s", 0.0)),
         )
 
 
@@ -111,10 +127,15 @@ def host_note(result: dict[str, Any]) -> str | None:
     return HostNoise.from_dict(noise).describe() if isinstance(noise, dict) else None
 
 
+def is_local(url: str) -> bool:
+    """Whether ``url`` names this machine (its server's CPU is then on the same cores)."""
+    return (urlsplit(url).hostname or "") in _LOCAL_HOSTS
+
+
 def local_server_pids(url: str) -> set[int]:
     """The process tree serving ``url`` when it listens on this machine, else empty."""
     parts = urlsplit(url)
-    if (parts.hostname or "") not in _LOCAL_HOSTS:
+    if not is_local(url):
         return set()
     port = parts.port or (443 if parts.scheme == "https" else 80)
     try:
@@ -144,20 +165,20 @@ def _busy(times: Any) -> float:
     return total
 
 
-def _own_cpu() -> float:
-    """CPU seconds of this process and its descendants, live or reaped.
+def _own_cpu(server: set[int]) -> float:
+    """CPU seconds of the run's own processes: this one, its descendants, the server's tree.
 
-    A child's time moves from its own counters to ``children_*`` when it is
-    reaped, so the sum stays continuous across a subprocess that ends.
+    Each process counts with its reaped children (``children_*``): a child's
+    time moves there when it is reaped, so the sum stays continuous across a
+    subprocess that ends. A process in both sets (an engine this process
+    started is also the server) counts once.
     """
     me = psutil.Process()
-    t = me.cpu_times()
-    total = t.user + t.system + t.children_user + t.children_system
-    try:
-        kids = me.children(recursive=True)
-    except psutil.Error:
-        return total
-    return total + _pids_cpu(k.pid for k in kids)
+    pids = set(server)
+    with contextlib.suppress(psutil.Error):
+        pids |= {k.pid for k in me.children(recursive=True)}
+    pids.add(me.pid)
+    return _pids_cpu(pids)
 
 
 def _snapshot(skip: set[int]) -> dict[tuple[int, float], tuple[str, float]]:
@@ -183,7 +204,7 @@ def _pids_cpu(pids: Iterable[int]) -> float:
             t = psutil.Process(pid).cpu_times()
         except psutil.Error:
             continue
-        total += t.user + t.system
+        total += t.user + t.system + t.children_user + t.children_system
     return total
 
 
@@ -193,10 +214,13 @@ class HostNoiseMeter:
     Args:
         server_pids: The local server's processes (:func:`local_server_pids`);
             their CPU is the run's own, not noise.
+        foreign_known: False when the server is local but its processes could
+            not be found (see HostNoise.foreign_known).
     """
 
-    def __init__(self, server_pids: set[int] | None = None) -> None:
+    def __init__(self, server_pids: set[int] | None = None, foreign_known: bool = True) -> None:
         self._server = set(server_pids or ())
+        self._foreign_known = foreign_known
         self._started = False
 
     def start(self) -> None:
@@ -204,7 +228,7 @@ class HostNoiseMeter:
         try:
             self._t0 = time.monotonic()
             self._sys0 = psutil.cpu_times()
-            self._own0 = _own_cpu() + _pids_cpu(self._server)
+            self._own0 = _own_cpu(self._server)
             self._procs0 = _snapshot(self._skip())
             self._started = True
         except (psutil.Error, OSError):
@@ -223,7 +247,7 @@ class HostNoiseMeter:
         try:
             window = time.monotonic() - self._t0
             sys1 = psutil.cpu_times()
-            own = _own_cpu() + _pids_cpu(self._server) - self._own0
+            own = _own_cpu(self._server) - self._own0
             procs1 = _snapshot(self._skip())
         except (psutil.Error, OSError):
             return None
@@ -246,4 +270,6 @@ class HostNoiseMeter:
             steal_share=min(1.0, max(0.0, steal) / capacity),
             top=tuple(used[:_TOP]),
             server_seen=bool(self._server),
+            foreign_known=self._foreign_known,
+            own_cpu_s=max(0.0, own),
         )
