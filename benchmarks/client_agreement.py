@@ -1,0 +1,147 @@
+"""Do tunelab's client and `vllm bench serve` read the same engine the same way?
+
+Starts the real vLLM CPU engine on the tiny model, then runs clients against
+it in the order given by ``--plan`` (O: ``tunelab bench`` as a process, T:
+vLLM's client through tests/support/vllm_bench_serve.py, N: tunelab's
+``run_benchmark`` with /metrics scraping off), 96 prompts of 128 tokens,
+32 out, 20 requests/s, at most 8 in flight, no warm-ups. For each run it
+prints the client's mean TTFT, TPOT, ITL and E2E beside the engine's own
+means for the same requests (the ``_sum``/``_count`` deltas of vLLM's
+histograms, read right before and after the run), the client's excess over
+the engine, and the engine's prefix-cache hits in the run.
+
+``--prompts random`` gives each client its own random workload (vLLM's
+``random`` dataset, tunelab's ``--text-prompts``): this is how the
+first version of tests/test_bench_engine.py compared them, and it shows the
+two workloads differ in prefix-cache hits. ``--prompts shared`` sends both the
+same ShareGPT-format file. Figures quoted in docs/production.md and the
+README came from::
+
+    .venv/bin/python benchmarks/client_agreement.py --prompts random --plan OTOTOTOTOTOT
+    .venv/bin/python benchmarks/client_agreement.py --prompts shared --plan ONTONTONTONT
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.support.engine_thread import EngineThread  # noqa: E402
+from tests.support.vllm_bench_serve import run_vllm_bench  # noqa: E402
+from tuner.bench import Workload, run_benchmark  # noqa: E402
+from tuner.bench.prompts import pool_from_tokenizer, random_prompts  # noqa: E402
+from tuner.bench.server_metrics import parse_prometheus  # noqa: E402
+from tuner.config import EngineConfig  # noqa: E402
+from tuner.cpu_demo import DEMO_ENGINE_ARGS  # noqa: E402
+from tuner.demo_model import ensure_demo_model  # noqa: E402
+from tuner.engine import EngineSpec  # noqa: E402
+
+PROMPTS, IN, OUT = 96, 128, 32
+HISTOGRAMS = {
+    "ttft": "vllm:time_to_first_token_seconds",
+    "tpot": "vllm:request_time_per_output_token_seconds",
+    "itl": "vllm:inter_token_latency_seconds",
+    "e2el": "vllm:e2e_request_latency_seconds",
+}
+COUNTERS = ("vllm:prefix_cache_hits_total", "vllm:prompt_tokens_total")
+
+
+def _engine_page(url: str) -> dict[str, list[float]]:
+    with urllib.request.urlopen(url + "/metrics", timeout=30) as resp:
+        return parse_prometheus(resp.read().decode())
+
+
+def _shared_file(model: Path, folder: Path) -> Path:
+    wl = Workload(input_len=IN, output_len=OUT, num_prompts=PROMPTS, text_prompts=True, seed=7)
+    rows = [
+        {"id": str(i), "conversations": [
+            {"from": "human", "value": p.prompt}, {"from": "gpt", "value": "x " * OUT}]}
+        for i, p in enumerate(random_prompts(wl, pool_from_tokenizer(model), PROMPTS))
+    ]  # fmt: skip
+    path = folder / "prompts.json"
+    path.write_text(json.dumps(rows))
+    return path
+
+
+def _commands(url: str, served: str, model: Path, shared: Path | None) -> dict[str, list[str]]:
+    pace = ["--request-rate", "20", "--burstiness", "4"]
+    if shared is None:
+        theirs_data = ["--dataset-name", "random", "--random-input-len", str(IN),
+                       "--random-output-len", str(OUT)]  # fmt: skip
+        ours_data = ["--text-prompts", "--input-len", str(IN)]
+    else:
+        theirs_data = ["--dataset-name", "sharegpt", "--dataset-path", str(shared),
+                       "--sharegpt-output-len", str(OUT)]  # fmt: skip
+        ours_data = ["--dataset", str(shared), "--dataset-kind", "sharegpt"]
+    theirs = ["--base-url", url, "--model", served, "--tokenizer", str(model), *theirs_data,
+              "--num-prompts", str(PROMPTS), "--max-concurrency", "8", *pace,
+              "--num-warmups", "0", "--ready-check-timeout-sec", "0", "--ignore-eos",
+              "--extra-body", json.dumps({"min_tokens": OUT}), "--disable-tqdm",
+              "--percentile-metrics", "ttft,tpot,itl,e2el"]  # fmt: skip
+    ours = ["bench", "--url", url, "--model", served, "--tokenizer", str(model), *ours_data,
+            "--output-len", str(OUT), "--num-prompts", str(PROMPTS), "--concurrency", "8",
+            *pace, "--warmup", "0", "--json"]  # fmt: skip
+    return {"T": theirs, "O": ours}
+
+
+def _run(kind: str, cmds: dict[str, list[str]], url: str, served: str, model: Path,
+         shared: Path | None) -> dict:  # fmt: skip
+    if kind == "T":
+        return run_vllm_bench(cmds["T"], timeout_s=300)
+    if kind == "O":
+        proc = subprocess.run([sys.executable, "-m", "tui", *cmds["O"]], capture_output=True,
+                              text=True, cwd=REPO, timeout=300, check=True)  # fmt: skip
+        return json.loads(proc.stdout)
+    wl = Workload(input_len=IN, output_len=OUT, num_prompts=PROMPTS, concurrency=8,
+                  request_rate=20.0, burstiness=4.0, warmup_requests=0, text_prompts=shared is None,
+                  dataset_path=str(shared) if shared else None)  # fmt: skip
+    result = asyncio.run(run_benchmark(url, served, wl, tokenizer_path=str(model),
+                                       metrics_interval_s=1e9))  # fmt: skip
+    return result.to_dict()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prompts", choices=("random", "shared"), default="shared")
+    parser.add_argument("--plan", default="OTOTOT", help="O tunelab, T vLLM, N tunelab unscraped")
+    args = parser.parse_args()
+    home = Path(tempfile.mkdtemp(prefix="tunelab-agree-"))
+    os.environ["TUNELAB_HOME"] = str(home)
+    model = ensure_demo_model()
+    spec = EngineSpec(config=EngineConfig(model=str(model), engine=dict(DEMO_ENGINE_ARGS)),
+                      log_path=home / "engine.log", startup_timeout=600)  # fmt: skip
+    runner = EngineThread(spec)
+    eng = runner.start()
+    try:
+        shared = _shared_file(model, home) if args.prompts == "shared" else None
+        cmds = _commands(eng.url, eng.served_model, model, shared)
+        _run("O", cmds, eng.url, eng.served_model, model, shared)  # prime the engine
+        print(f"prompts: {args.prompts}; client mean / engine mean (client excess), ms")
+        for kind in args.plan:
+            before = _engine_page(eng.url)
+            res = _run(kind, cmds, eng.url, eng.served_model, model, shared)
+            after = _engine_page(eng.url)
+            cells = []
+            for key, name in HISTOGRAMS.items():
+                n = sum(after[f"{name}_count"]) - sum(before[f"{name}_count"])
+                engine_ms = 1000 * (sum(after[f"{name}_sum"]) - sum(before[f"{name}_sum"])) / n
+                ours = res[f"mean_{key}_ms"]
+                cells.append(f"{key} {ours:6.2f}/{engine_ms:6.2f} ({ours - engine_ms:+6.2f})")
+            hits, prompt = (sum(after[c]) - sum(before[c]) for c in COUNTERS)
+            print(f"{kind}  " + "  ".join(cells) + f"  prefix hits {hits:.0f}/{prompt:.0f}")
+    finally:
+        runner.stop()
+
+
+if __name__ == "__main__":
+    main()
