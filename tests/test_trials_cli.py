@@ -47,9 +47,14 @@ def stored(tmp_path: Path) -> tuple[Trial, Trial]:
         startup_seconds=42.0,
         backend_actual="CPU_ATTN",
     )
+    done.environment = {"vllm_version": "0.32.0", "torch_version": "2.13.0+cpu"}
+    busy = {"window_s": 10.0, "cores": 2, "foreign_share": 0.45, "steal_share": 0.0,
+            "top": [["stress-ng", 9.0]]}  # fmt: skip
     store.save_result(
-        done, {"output_throughput": 321.0, "p99_ttft_ms": 12.5, "completed": 64, "failed": 0}
-    )
+        done,
+        {"output_throughput": 321.0, "p99_ttft_ms": 12.5, "completed": 64, "failed": 0,
+         "tunelab": {"host_noise": busy}},
+    )  # fmt: skip
     failed = Trial(EngineConfig(model="org/m"), Workload(), study="other")
     store.add(failed)
     store.update_status(failed, TrialStatus.FAILED, failure_reason="the engine did not start: boom")
@@ -87,6 +92,9 @@ def test_show_by_prefix_with_log_tail(app: typer.Typer, tmp_path: Path) -> None:
     assert code == 0
     assert done.id in out and "CPU_ATTN" in out and "42.0 s" in out and "line 49" in out
     assert str(tmp_path / "engine.log") in out.replace("\n", "")
+    flat = " ".join(out.split())
+    assert "Environment: vllm_version 0.32.0, torch_version 2.13.0+cpu" in flat
+    assert "host: other processes used 45% of the machine's CPU (stress-ng 9.0 s)" in flat
     code, out, _ = invoke(app, "show", done.id, "--json")
     data = json.loads(out)
     assert (

@@ -397,6 +397,9 @@ def _print_setup(console: Console, trial: Trial) -> None:
                 else "as requested"
             )
         )
+    if trial.environment:
+        facts = ", ".join(f"{k} {v}" for k, v in trial.environment.items())
+        console.print(f"[bold]Environment:[/] {markup(facts)}")
     if trial.startup_seconds is not None:
         console.print(f"[bold]Engine start-up:[/] {trial.startup_seconds:.1f} s")
     for f in trial.findings:
@@ -426,6 +429,11 @@ def _print_results(console: Console, trial: Trial) -> None:
         console.print(f"  {label:<22} " + " / ".join(_fmt(metric(trial, k), spec) for k in keys))
     if trial.results.get("request_goodput") is not None:
         console.print(f"  {'goodput req/s':<22} {_fmt(trial.results['request_goodput'], ',.2f')}")
+    from tuner.bench.host_noise import host_note
+
+    host = host_note(trial.results)
+    if host:
+        console.print(f"[yellow]host:[/] {markup(host)}")
 
 
 def _print_server_and_gpu(console: Console, trial: Trial) -> None:
