@@ -11,7 +11,8 @@ from typing import Any
 from textual.app import App, ComposeResult
 
 from tests.support.tui_harness import wait_for
-from tui.widgets.results_table import ONE_PIECE, ResultsTable
+from tui.widgets.results_table import BUSY_HOST, ONE_PIECE, ResultsTable
+from tuner.bench.host_noise import HostNoise, host_note
 from tuner.bench.metrics import delivery_warning
 from tuner.bench.workload import Workload
 from tuner.config import EngineConfig
@@ -83,3 +84,20 @@ async def test_metrics_fit_at_80_columns_values_are_not_markup_and_one_piece_is_
         await pilot.pause()
         shown = app.export_screenshot().replace("&#160;", " ")
         assert "served-model-name=[/]x" in shown.replace("&#91;", "[").replace("&#93;", "]")
+
+
+async def test_a_trial_measured_on_a_busy_host_is_flagged_as_the_core_says() -> None:
+    busy = HostNoise(10.0, 2, foreign_share=0.5, steal_share=0.0, top=(("yes", 10.0),))
+    quiet = HostNoise(10.0, 2, foreign_share=0.01, steal_share=0.0)
+    noisy = _trial({"max-num-seqs": 2}, {**RESULTS, "tunelab": {"host_noise": busy.to_dict()}})
+    calm = _trial({"max-num-seqs": 8}, {**RESULTS, "tunelab": {"host_noise": quiet.to_dict()}})
+    assert host_note(noisy.results or {}) is not None and host_note(calm.results or {}) is None
+    app = _Host()
+    async with app.run_test(size=(80, 24)) as pilot:
+        table = app.query_one(ResultsTable)
+        table.show([calm, noisy], calm.id)
+        await wait_for(pilot, lambda: table.row_count == 2, 5, "rows")
+        keys = [c.key.value for c in table.ordered_columns]
+        status = keys.index("status")
+        assert _row_text(table, 0)[status] == "done"
+        assert _row_text(table, 1)[status] == f"done {BUSY_HOST}"

@@ -11,7 +11,9 @@ Where most responses of a trial arrived in one piece the chunk metrics (ITL)
 are marked ``⚠`` — the figure describes a starved server, not streaming
 (``tuner.bench.metrics.delivery_warning``, issue 13 B9). The guard column is
 the output-drift guard's verdict against the study baseline, as the core
-gives it to every face (``tuner.lab.study.Study.guards``, issue 16).
+gives it to every face (``tuner.lab.study.Study.guards``, issue 16). A trial
+measured while other processes or the hypervisor took the CPU has ``⚑``
+after its status (``tuner.bench.host_noise.host_note``, issue 17).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ COLUMNS: tuple[tuple[str, str, str | None, str, bool], ...] = (
 CONFIG_WIDTH = 40  # knob diffs beyond this end in an ellipsis (the compare view shows all)
 CHUNK_METRICS = ("itl",)  # columns that are meaningless when responses came in one piece
 ONE_PIECE = "⚠"
+BUSY_HOST = "⚑"
 SORTABLE = ("tok_s", "ttft", "itl", "req_s", "id", "status")
 GUARD_STYLE = {"same": "green", "close": "cyan", "drifted": "bold red", "baseline": "bold"}
 
@@ -122,7 +125,7 @@ class ResultsTable(DataTable[Any]):
                 elif key == "id":
                     cells.append(trial.short_id)  # hex: nothing markup could read
                 elif key == "status":
-                    cells.append(str(trial.status))  # an enum value
+                    cells.append(status_cell(trial))
                 elif key == "config":
                     cells.append(config_cell(knob_diff(trial, baseline)))
                 elif key == "guard":
@@ -144,6 +147,17 @@ def config_cell(text: str, width: int = CONFIG_WIDTH) -> Text:
     if len(text) > width:
         text = text[: width - 1] + "…"
     return Text(text, no_wrap=True)
+
+
+def status_cell(trial: Any) -> Text:
+    """The trial's status, flagged ``⚑`` when its run was contaminated (the core's host note)."""
+    from tuner.bench.host_noise import host_note
+
+    cell = Text(str(trial.status))  # an enum value
+    results = getattr(trial, "results", None)
+    if isinstance(results, dict) and host_note(results) is not None:
+        cell.append(f" {BUSY_HOST}", style="bold yellow")
+    return cell
 
 
 def one_piece_warning(trial: Any) -> str | None:
