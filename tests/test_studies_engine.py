@@ -90,8 +90,11 @@ def test_concurrency_sweep_uses_one_engine(demo_model_path: Path) -> None:
     # Warm-ups run at each point's concurrency: 16 of them make the CPU engine
     # compile its 16-wide batch shapes before the c=16 point is measured (with
     # one warm-up, the first 16-wide batches paid that cost inside the
-    # measurement and c=1 could come out ahead).
-    load = Workload(input_len=32, output_len=16, num_prompts=16, warmup_requests=16)
+    # measurement and c=1 could come out ahead). 64 prompts of 32 tokens: with
+    # 16 x 16 the c=16 point measured 0.25 s, and in one CI run a single slow
+    # first batch (TTFT 380 ms) made it 0.75 s and c=1 "won" at 366 vs 340 tok/s;
+    # four waves of 32 tokens keep one hiccup inside a several-fold margin.
+    load = Workload(input_len=32, output_len=32, num_prompts=64, warmup_requests=16)
     report = asyncio.run(run_sweep(_base(demo_model_path), load, [param], runner, study="sw"))
     trials = runner.store.list("sw")
     assert [t.workload.concurrency for t in trials] == [1, 16]
