@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from rich.text import Text
 from textual.widgets import DataTable
 
+from tuner.bench.host_noise import host_note
 from tuner.lab.study import knob_changes
 from tuner.trials.model import metric
 
@@ -151,8 +152,6 @@ def config_cell(text: str, width: int = CONFIG_WIDTH) -> Text:
 
 def status_cell(trial: Any) -> Text:
     """The trial's status, flagged ``⚑`` when its run was contaminated (the core's host note)."""
-    from tuner.bench.host_noise import host_note
-
     cell = Text(str(trial.status))  # an enum value
     results = getattr(trial, "results", None)
     if isinstance(results, dict) and host_note(results) is not None:

@@ -135,7 +135,7 @@ def is_local(url: str) -> bool:
 def local_server_pids(url: str) -> set[int]:
     """The process tree serving ``url`` when it listens on this machine, else empty."""
     parts = urlsplit(url)
-    if not is_local(url):
+    if (parts.hostname or "") not in _LOCAL_HOSTS:
         return set()
     port = parts.port or (443 if parts.scheme == "https" else 80)
     try:
@@ -165,22 +165,6 @@ def _busy(times: Any) -> float:
     return total
 
 
-def _own_cpu(server: set[int]) -> float:
-    """CPU seconds of the run's own processes: this one, its descendants, the server's tree.
-
-    Each process counts with its reaped children (``children_*``): a child's
-    time moves there when it is reaped, so the sum stays continuous across a
-    subprocess that ends. A process in both sets (an engine this process
-    started is also the server) counts once.
-    """
-    me = psutil.Process()
-    pids = set(server)
-    with contextlib.suppress(psutil.Error):
-        pids |= {k.pid for k in me.children(recursive=True)}
-    pids.add(me.pid)
-    return _pids_cpu(pids)
-
-
 def _snapshot(skip: set[int]) -> dict[tuple[int, float], tuple[str, float]]:
     """(pid, start time) -> (name, CPU seconds) of every readable process not in ``skip``."""
     out: dict[tuple[int, float], tuple[str, float]] = {}
@@ -197,7 +181,11 @@ def _snapshot(skip: set[int]) -> dict[tuple[int, float], tuple[str, float]]:
 
 
 def _pids_cpu(pids: Iterable[int]) -> float:
-    """Summed CPU seconds of the live processes among ``pids``."""
+    """Summed CPU seconds of the live processes among ``pids``, each with its reaped children.
+
+    A child's time moves to its parent's ``children_*`` when it is reaped, so
+    the sum stays continuous across a subprocess that ends.
+    """
     total = 0.0
     for pid in pids:
         try:
@@ -223,18 +211,29 @@ class HostNoiseMeter:
         self._foreign_known = foreign_known
         self._started = False
 
+    @classmethod
+    def for_url(cls, url: str) -> HostNoiseMeter:
+        """The meter for a run against ``url``: its local server's tree is the run's own.
+
+        A local server whose processes cannot be found leaves the foreign share unjudged.
+        """
+        server = local_server_pids(url)
+        return cls(server, foreign_known=bool(server) or not is_local(url))
+
     def start(self) -> None:
         """Takes the first reading (call right before the measured part)."""
         try:
             self._t0 = time.monotonic()
             self._sys0 = psutil.cpu_times()
-            self._own0 = _own_cpu(self._server)
-            self._procs0 = _snapshot(self._skip())
+            own = self._own_pids()
+            self._own0 = _pids_cpu(own)
+            self._procs0 = _snapshot(own)
             self._started = True
         except (psutil.Error, OSError):
             self._started = False
 
-    def _skip(self) -> set[int]:
+    def _own_pids(self) -> set[int]:
+        """This process, its descendants and the server's tree (a pid in both counts once)."""
         mine = {os.getpid()}
         with contextlib.suppress(psutil.Error):
             mine |= {p.pid for p in psutil.Process().children(recursive=True)}
@@ -247,13 +246,14 @@ class HostNoiseMeter:
         try:
             window = time.monotonic() - self._t0
             sys1 = psutil.cpu_times()
-            own = _own_cpu(self._server) - self._own0
-            procs1 = _snapshot(self._skip())
+            pids = self._own_pids()
+            own = max(0.0, _pids_cpu(pids) - self._own0)
+            procs1 = _snapshot(pids)
         except (psutil.Error, OSError):
             return None
         cores = psutil.cpu_count() or 1
         capacity = max(window, 1e-6) * cores
-        foreign = max(0.0, _busy(sys1) - _busy(self._sys0) - max(0.0, own))
+        foreign = max(0.0, _busy(sys1) - _busy(self._sys0) - own)
         steal = float(getattr(sys1, "steal", 0.0) or 0.0) - float(
             getattr(self._sys0, "steal", 0.0) or 0.0
         )
@@ -271,5 +271,5 @@ class HostNoiseMeter:
             top=tuple(used[:_TOP]),
             server_seen=bool(self._server),
             foreign_known=self._foreign_known,
-            own_cpu_s=max(0.0, own),
+            own_cpu_s=own,
         )

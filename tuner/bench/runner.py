@@ -33,7 +33,7 @@ from tuner.bench.client import (
 )
 from tuner.bench.control import ControlError
 from tuner.bench.datasets import jsonl_prompts, prefix_prompts, trace_requests
-from tuner.bench.host_noise import HostNoise, HostNoiseMeter, is_local, local_server_pids
+from tuner.bench.host_noise import HostNoise, HostNoiseMeter
 from tuner.bench.http import split_base_url
 from tuner.bench.metrics import (
     FailureSummary,
@@ -579,8 +579,7 @@ async def run_benchmark(
         )
         await watcher.start()
         started_at = datetime.now(UTC).isoformat(timespec="seconds")
-        server = local_server_pids(url)
-        meter = HostNoiseMeter(server, foreign_known=bool(server) or not is_local(url))
+        meter = HostNoiseMeter.for_url(url)
         meter.start()
         records, duration = await _measure(dispatch, watcher, workload, trace)
         host_noise = meter.stop()

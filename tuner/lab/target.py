@@ -13,7 +13,7 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from tuner.introspect import VllmInfo
+from tuner.introspect import IntrospectError, VllmInfo, introspect
 from tuner.knobs.gpus import from_telemetry_name
 from tuner.rules import Target
 
@@ -77,8 +77,6 @@ def for_check(
     catalogue's view of that version. Without a usable vLLM the catalogue
     alone ("catalogue"), with a note saying so.
     """
-    from tuner.introspect import IntrospectError, introspect
-
     notes: list[str] = []
     version = version or getattr(preset_target, "vllm_version", None)
     platform = platform or getattr(preset_target, "platform", None)
