@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from tuner.bench.workload import Workload
 from tuner.config import EngineConfig
 from tuner.model import ModelInfo
-from tuner.rules import Finding, Severity, Target, WorkloadShape, check
+from tuner.rules import Finding, Severity, Target, WorkloadShape, check, has_errors
 
 INVALID_RULE = "invalid-value"
 INVALID_SOURCE = "tunelab knob catalogue (the knob's type and range: `tunelab knobs`)"
@@ -44,8 +44,8 @@ def findings(
 
 
 def blocks_run(found: Sequence[Finding]) -> bool:
-    """True when any finding is an error."""
-    return any(f.severity is Severity.ERROR for f in found)
+    """True when any finding is an error (tuner.rules.has_errors decides)."""
+    return has_errors(found)
 
 
 def fixable(found: Sequence[Finding]) -> list[Finding]:

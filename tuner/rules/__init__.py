@@ -11,6 +11,7 @@ documents named by title (:func:`tuner.knobs.references.cite`).
 from __future__ import annotations
 
 import traceback
+from collections.abc import Sequence
 from dataclasses import replace
 
 from tuner.config import EngineConfig
@@ -52,6 +53,7 @@ __all__ = [
     "Severity",
     "Target",
     "WorkloadShape",
+    "blocking",
     "check",
     "has_errors",
 ]
@@ -99,6 +101,11 @@ def check(
     return findings
 
 
-def has_errors(findings: list[Finding]) -> bool:
+def blocking(findings: Sequence[Finding]) -> list[Finding]:
+    """The findings that block a run (the errors), in their order."""
+    return [f for f in findings if f.severity is Severity.ERROR]
+
+
+def has_errors(findings: Sequence[Finding]) -> bool:
     """True when any finding blocks a run."""
-    return any(f.severity is Severity.ERROR for f in findings)
+    return bool(blocking(findings))

@@ -230,9 +230,9 @@ def tell_outcome(
         opt.tell(ot, state=TrialState.PRUNED)
         return TrialState.PRUNED
     if done.status is TrialStatus.SKIPPED:
-        from tuner.rules.types import Severity
+        from tuner.rules import blocking
 
-        errors = [f.message for f in done.findings if f.severity is Severity.ERROR]
+        errors = [f.message for f in blocking(done.findings)]
         ot.set_user_attr("pruned_reason", "; ".join(errors)[:500] or "rules")
         opt.tell(ot, state=TrialState.PRUNED)
         return TrialState.PRUNED

@@ -26,7 +26,7 @@ from tuner import environment
 from tuner.engine import effective, proctree
 from tuner.engine.spec import resolve_entry
 from tuner.guard import GuardSettings
-from tuner.rules.types import Severity
+from tuner.rules import blocking
 from tuner.trials.context import RunContext, check_trial, mismatch_findings, resolve_context
 from tuner.trials.events import TrialEventCallback, TrialQueued, TrialSkipped, TrialStage
 from tuner.trials.model import Trial, TrialStatus
@@ -210,14 +210,9 @@ async def _serve(
             engine.spec.config.engine,
             engine.backend,
         )
-        # What it ran on: one small subprocess per interpreter and process (cached),
-        # with the GPUs this trial's engine could see.
-        fingerprint = await asyncio.to_thread(environment.software, engine.spec.python)
-        for trial in runnable:
-            names = trial.gpu_names or []
-            gpus = {"gpu_name": names[0], "gpu_count": len(names)} if names else {}
-            trial.environment = {**fingerprint.to_dict(), **gpus}
-        _record_ready(runnable, store, engine, start_s, ran)
+        # What it ran on: one small subprocess per interpreter and process (cached).
+        software = await asyncio.to_thread(environment.software, engine.spec.python)
+        _record_ready(runnable, store, engine, start_s, ran, software)
         session.emit(TrialStage(runnable[0].id, "ready", engine.url or ""))
         await _measure_in_turn(session, pending, engine.served_model)
     except BaseException:
@@ -261,7 +256,7 @@ def _apply_rules(
         trial.vllm_version = context.target.vllm_version
         trial.platform = context.target.platform
         trial.timings["rules_s"] = time.monotonic() - t0
-        errors = tuple(f for f in trial.findings if f.severity is Severity.ERROR)
+        errors = tuple(blocking(trial.findings))
         if errors:
             store.update_status(
                 trial,
@@ -299,10 +294,19 @@ def _mark_starting(
 
 
 def _record_ready(
-    trials: Sequence[Trial], store: TrialStore, engine: Engine, start_s: float, ran: Any
+    trials: Sequence[Trial],
+    store: TrialStore,
+    engine: Engine,
+    start_s: float,
+    ran: Any,
+    software: environment.Fingerprint,
 ) -> None:
-    """The started engine's facts on every trial: start time, backend, what vLLM really ran."""
+    """The started engine's facts on every trial: start time, backend, what vLLM really ran,
+    and what it ran on (``software`` plus the GPUs the trial's engine could see)."""
     for trial in trials:
+        names = trial.gpu_names or []
+        gpus = {"gpu_name": names[0], "gpu_count": len(names)} if names else {}
+        trial.environment = {**software.to_dict(), **gpus}
         trial.startup_seconds = engine.startup_seconds
         trial.backend_actual = engine.backend
         trial.backend_inferred = engine.backend_inferred
