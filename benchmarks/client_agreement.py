@@ -30,47 +30,26 @@ import os
 import subprocess
 import sys
 import tempfile
-import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from tests.support.engine_reference import (  # noqa: E402
+    ENGINE_HISTOGRAMS,
+    engine_page,
+    write_shared_prompts,
+)
 from tests.support.engine_thread import EngineThread  # noqa: E402
 from tests.support.vllm_bench_serve import run_vllm_bench  # noqa: E402
 from tuner.bench import Workload, run_benchmark  # noqa: E402
-from tuner.bench.prompts import pool_from_tokenizer, random_prompts  # noqa: E402
-from tuner.bench.server_metrics import parse_prometheus  # noqa: E402
 from tuner.config import EngineConfig  # noqa: E402
 from tuner.cpu_demo import DEMO_ENGINE_ARGS  # noqa: E402
 from tuner.demo_model import ensure_demo_model  # noqa: E402
 from tuner.engine import EngineSpec  # noqa: E402
 
 PROMPTS, IN, OUT = 96, 128, 32
-HISTOGRAMS = {
-    "ttft": "vllm:time_to_first_token_seconds",
-    "tpot": "vllm:request_time_per_output_token_seconds",
-    "itl": "vllm:inter_token_latency_seconds",
-    "e2el": "vllm:e2e_request_latency_seconds",
-}
 COUNTERS = ("vllm:prefix_cache_hits_total", "vllm:prompt_tokens_total")
-
-
-def _engine_page(url: str) -> dict[str, list[float]]:
-    with urllib.request.urlopen(url + "/metrics", timeout=30) as resp:
-        return parse_prometheus(resp.read().decode())
-
-
-def _shared_file(model: Path, folder: Path) -> Path:
-    wl = Workload(input_len=IN, output_len=OUT, num_prompts=PROMPTS, text_prompts=True, seed=7)
-    rows = [
-        {"id": str(i), "conversations": [
-            {"from": "human", "value": p.prompt}, {"from": "gpt", "value": "x " * OUT}]}
-        for i, p in enumerate(random_prompts(wl, pool_from_tokenizer(model), PROMPTS))
-    ]  # fmt: skip
-    path = folder / "prompts.json"
-    path.write_text(json.dumps(rows))
-    return path
 
 
 def _commands(url: str, served: str, model: Path, shared: Path | None) -> dict[str, list[str]]:
@@ -123,16 +102,20 @@ def main() -> None:
     runner = EngineThread(spec)
     eng = runner.start()
     try:
-        shared = _shared_file(model, home) if args.prompts == "shared" else None
+        shared = (
+            write_shared_prompts(model, home / "prompts.json", PROMPTS, IN, OUT)
+            if args.prompts == "shared"
+            else None
+        )
         cmds = _commands(eng.url, eng.served_model, model, shared)
         _run("O", cmds, eng.url, eng.served_model, model, shared)  # prime the engine
         print(f"prompts: {args.prompts}; client mean / engine mean (client excess), ms")
         for kind in args.plan:
-            before = _engine_page(eng.url)
+            before = engine_page(eng.url)
             res = _run(kind, cmds, eng.url, eng.served_model, model, shared)
-            after = _engine_page(eng.url)
+            after = engine_page(eng.url)
             cells = []
-            for key, name in HISTOGRAMS.items():
+            for key, name in ENGINE_HISTOGRAMS.items():
                 n = sum(after[f"{name}_count"]) - sum(before[f"{name}_count"])
                 engine_ms = 1000 * (sum(after[f"{name}_sum"]) - sum(before[f"{name}_sum"])) / n
                 ours = res[f"mean_{key}_ms"]

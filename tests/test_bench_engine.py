@@ -51,19 +51,17 @@ import json
 import statistics
 import subprocess
 import sys
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.support.engine_reference import ENGINE_HISTOGRAMS, engine_sums, write_shared_prompts
 from tests.support.vllm_bench_serve import run_vllm_bench
 from tuner.bench import Workload, run_benchmark
 from tuner.bench.host_noise import HostNoise, HostNoiseMeter, local_server_pids
 from tuner.bench.metrics import SAME_READ_GAP_S
-from tuner.bench.prompts import pool_from_tokenizer, random_prompts
-from tuner.bench.server_metrics import parse_prometheus
 
 DECODE_ABS_MS = 0.5
 DECODE_REL = 0.05
@@ -79,13 +77,6 @@ PROMPTS = 96
 OUTPUT = 32
 RATE = 20.0
 BURSTINESS = 4.0
-# The engine's histograms (vLLM 0.32, vllm/v1/metrics/loggers.py) per client metric.
-ENGINE_HISTOGRAMS = {
-    "ttft": "vllm:time_to_first_token_seconds",
-    "tpot": "vllm:request_time_per_output_token_seconds",
-    "itl": "vllm:inter_token_latency_seconds",
-    "e2el": "vllm:e2e_request_latency_seconds",
-}
 DECODE = ("tpot", "itl")
 EDGES = ("ttft", "e2el")
 
@@ -97,28 +88,6 @@ def _run_tunelab_bench(args: list[str]) -> dict:
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     return json.loads(proc.stdout)
-
-
-def _shared_prompts(model: Path, path: Path) -> Path:
-    """One ShareGPT-format file of 128-token random text prompts that both clients read."""
-    wl = Workload(input_len=128, output_len=OUTPUT, num_prompts=PROMPTS, text_prompts=True, seed=7)
-    rows = [
-        {"id": str(i), "conversations": [
-            {"from": "human", "value": p.prompt}, {"from": "gpt", "value": "x " * OUTPUT}]}
-        for i, p in enumerate(random_prompts(wl, pool_from_tokenizer(model), PROMPTS))
-    ]  # fmt: skip
-    path.write_text(json.dumps(rows))
-    return path
-
-
-def _engine_sums(url: str) -> dict[str, tuple[float, float]]:
-    """(sum in s, count) of each engine histogram, summed over label sets."""
-    with urllib.request.urlopen(url + "/metrics", timeout=30) as resp:
-        page = parse_prometheus(resp.read().decode())
-    return {
-        k: (sum(page.get(f"{n}_sum", [0.0])), sum(page.get(f"{n}_count", [0.0])))
-        for k, n in ENGINE_HISTOGRAMS.items()
-    }
 
 
 @dataclass(frozen=True)
@@ -143,12 +112,12 @@ class _Run:
 
 def _measured(url: str, server: set[int], run: Callable[[], dict]) -> _Run:
     """``run()`` between two reads of the engine's histograms, under the host-noise meter."""
-    before = _engine_sums(url)
+    before = engine_sums(url)
     meter = HostNoiseMeter(server)
     meter.start()
     result = run()
     noise = meter.stop()
-    after = _engine_sums(url)
+    after = engine_sums(url)
     counts = {k: after[k][1] - before[k][1] for k in ENGINE_HISTOGRAMS}
     means = {
         k: 1000.0 * (after[k][0] - before[k][0]) / counts[k] if counts[k] else float("nan")
@@ -172,7 +141,7 @@ def test_client_reads_the_engine_clock_as_well_as_vllm_bench_serve(
     cpu_engine, demo_model_path: Path, tmp_path: Path
 ) -> None:
     url, served = cpu_engine.url, cpu_engine.served_model
-    prompts = _shared_prompts(demo_model_path, tmp_path / "prompts.json")
+    prompts = write_shared_prompts(demo_model_path, tmp_path / "prompts.json", PROMPTS, 128, OUTPUT)
     vllm_args = [
         "--base-url", url, "--model", served, "--tokenizer", str(demo_model_path),
         "--dataset-name", "sharegpt", "--dataset-path", str(prompts),

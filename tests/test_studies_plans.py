@@ -123,13 +123,18 @@ def test_ab_report_verdicts_and_failures() -> None:
     json.dumps(data)  # JSON-ready (no inf)
 
 
-def test_ab_report_notes_the_trials_whose_responses_came_in_one_piece() -> None:
-    trials = [
+def _abba_trials() -> list:
+    """A/B in ABBA order, max-num-seqs 1 vs 64: B about ten times faster."""
+    return [
         _trial(1, 100.0, arm="A", repeat=0),
         _trial(64, 1000.0, arm="B", repeat=0),
         _trial(64, 1010.0, arm="B", repeat=1),
         _trial(1, 104.0, arm="A", repeat=1),
     ]
+
+
+def test_ab_report_notes_the_trials_whose_responses_came_in_one_piece() -> None:
+    trials = _abba_trials()
     trials[0].results["tunelab"] = {"one_chunk_fraction": 1.0}
     trials[1].results["tunelab"] = {"one_chunk_fraction": 0.0}
     report = build_report(trials, study="s", objective="output_throughput")
@@ -143,12 +148,7 @@ def test_ab_report_notes_the_trials_whose_responses_came_in_one_piece() -> None:
 def test_ab_report_notes_the_repeats_measured_while_others_took_the_cpu() -> None:
     from tuner.bench.host_noise import HostNoise
 
-    trials = [
-        _trial(1, 100.0, arm="A", repeat=0),
-        _trial(64, 1000.0, arm="B", repeat=0),
-        _trial(64, 1010.0, arm="B", repeat=1),
-        _trial(1, 104.0, arm="A", repeat=1),
-    ]
+    trials = _abba_trials()
     busy = HostNoise(10.0, 2, foreign_share=0.5, steal_share=0.0, top=(("yes", 10.0),))
     quiet = HostNoise(10.0, 2, foreign_share=0.01, steal_share=0.0)
     trials[2].results["tunelab"] = {"host_noise": busy.to_dict()}
@@ -159,12 +159,7 @@ def test_ab_report_notes_the_repeats_measured_while_others_took_the_cpu() -> Non
 
 
 def test_ab_report_names_what_differed_in_the_environment_between_and_within_arms() -> None:
-    trials = [
-        _trial(1, 100.0, arm="A", repeat=0),
-        _trial(64, 1000.0, arm="B", repeat=0),
-        _trial(64, 1010.0, arm="B", repeat=1),
-        _trial(1, 104.0, arm="A", repeat=1),
-    ]
+    trials = _abba_trials()
     same = {"vllm_version": "0.32.0", "power_cap_w": 750.0}
     for t in trials:
         t.environment = dict(same)

@@ -246,35 +246,49 @@ async def test_one_ab_shows_one_verdict_everywhere_and_export_writes_the_files(
         assert (tmp_path / "out").is_dir()
 
 
+async def start_a_long_run(pilot: Any, seen: list[Message]) -> None:
+    """``r`` with a workload that runs long enough to be cut; returns once it measures."""
+    from tuner.trials import events as ev
+
+    await settle(pilot)
+    await set_workload(pilot, {"in": "32", "out": "200", "n": "400", "conc": "1"})
+    await pilot.press("r")
+    await wait_for(
+        pilot,
+        lambda: any(
+            isinstance(m, RunEvent)
+            and isinstance(m.event, ev.TrialStage)
+            and m.event.stage == "measuring"
+            for m in seen
+        ),
+        30,
+        "measuring",
+    )
+
+
+def assert_engine_stopped_and_trial_interrupted(starts: Path, when: str) -> None:
+    """The engine double the run started is gone and its trial is stored interrupted."""
+    import psutil
+
+    from tuner.trials.store import TrialStore
+
+    pid = json.loads(starts.read_text().splitlines()[0])["pid"]
+    gone = not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert gone, f"engine double {pid} outlived {when}"  # stopped before exit, not by the reaper
+    with TrialStore() as store:
+        stored = store.list(study="tui")
+    assert stored and str(stored[-1].status) == "interrupted"
+
+
 async def test_quit_during_a_run_asks_then_stops_the_engine(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import json
-
-    import psutil
-
     starts = tmp_path / "starts.jsonl"
     monkeypatch.setenv("DOUBLE_START_LOG", str(starts))
     seen, hook = recorder()
-    svc = services()
-    app = TunelabApp(services=svc)
+    app = TunelabApp(services=services())
     async with app.run_test(size=(80, 24), message_hook=hook) as pilot:
-        await settle(pilot)
-        await set_workload(pilot, {"in": "32", "out": "200", "n": "400", "conc": "1"})
-        await pilot.press("r")
-        from tuner.trials import events as ev
-
-        await wait_for(
-            pilot,
-            lambda: any(
-                isinstance(m, RunEvent)
-                and isinstance(m.event, ev.TrialStage)
-                and m.event.stage == "measuring"
-                for m in seen
-            ),
-            30,
-            "measuring",
-        )
+        await start_a_long_run(pilot, seen)
         await pilot.press("q")
         await pilot.pause()
         assert isinstance(app.screen, ConfirmQuit)
@@ -285,15 +299,8 @@ async def test_quit_during_a_run_asks_then_stops_the_engine(
         await pilot.pause()
         await pilot.press("y")
         await wait_for(pilot, lambda: not app.is_running or app.return_code is not None, 30, "exit")
-    pid = json.loads(starts.read_text().splitlines()[0])["pid"]
-    gone = not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    assert gone, f"engine double {pid} outlived the app"  # stopped before exit, not by the reaper
+    assert_engine_stopped_and_trial_interrupted(starts, "the app")
     trial = app.session.trials[-1] if app.session.trials else None
-    from tuner.trials.store import TrialStore
-
-    with TrialStore() as store:
-        stored = store.list(study="tui")
-    assert stored and str(stored[-1].status) == "interrupted"
     assert trial is None or str(trial.status) == "interrupted"
 
 
@@ -301,43 +308,19 @@ async def test_a_hang_up_stops_the_run_and_marks_its_trial_interrupted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 18: the SSH session drops (SIGHUP) mid-run; no traceback, no orphan, no lost trial."""
+    import asyncio
     import os
     import signal
-
-    import psutil
-
-    from tuner.trials import events as ev
-    from tuner.trials.store import TrialStore
 
     starts = tmp_path / "starts.jsonl"
     monkeypatch.setenv("DOUBLE_START_LOG", str(starts))
     seen, hook = recorder()
     app = TunelabApp(services=services())
     async with app.run_test(size=(80, 24), message_hook=hook) as pilot:
-        await settle(pilot)
-        await set_workload(pilot, {"in": "32", "out": "200", "n": "400", "conc": "1"})
-        await pilot.press("r")
-        await wait_for(
-            pilot,
-            lambda: any(
-                isinstance(m, RunEvent)
-                and isinstance(m.event, ev.TrialStage)
-                and m.event.stage == "measuring"
-                for m in seen
-            ),
-            30,
-            "measuring",
-        )
+        await start_a_long_run(pilot, seen)
         os.kill(os.getpid(), signal.SIGHUP)  # the app's handler takes it, not the default
         await wait_for(pilot, lambda: not app.is_running or app.return_code is not None, 30, "exit")
-    pid = json.loads(starts.read_text().splitlines()[0])["pid"]
-    gone = not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    assert gone, f"engine double {pid} outlived the hang-up"
-    with TrialStore() as store:
-        stored = store.list(study="tui")
-    assert stored and str(stored[-1].status) == "interrupted"
-    import asyncio
-
+    assert_engine_stopped_and_trial_interrupted(starts, "the hang-up")
     # The handler left with the app: a later SIGHUP is not routed into a dead app.
     assert signal.SIGHUP not in getattr(asyncio.get_running_loop(), "_signal_handlers", {})
 
