@@ -145,6 +145,33 @@ def test_ab_report_notes_the_trials_whose_responses_came_in_one_piece() -> None:
     assert report.verdict is Verdict.B_BETTER  # the objective's samples are all kept
 
 
+def test_ab_report_withholds_the_tpot_itl_verdicts_of_an_arm_that_came_in_one_piece() -> None:
+    """One owner: the report says which rows draw no verdict; the CLI and the TUI print it."""
+    trials = _abba_trials()
+    for t, itl in zip(trials, (0.0, 10.0, 10.2, 0.0), strict=True):
+        t.results["median_itl_ms"] = itl
+    trials[0].results["tunelab"] = {"one_chunk_fraction": 1.0}
+    report = build_report(
+        trials, study="s", objective="output_throughput", metrics=["median_itl_ms", "p99_ttft_ms"]
+    )
+    rows = {r.metric: r for r in report.rows}
+    assert rows["median_itl_ms"].one_piece == ("A",)
+    assert rows["median_itl_ms"].withheld == "A in one piece"
+    assert rows["median_itl_ms"].shown_verdict == "no verdict"
+    assert rows["median_itl_ms"].to_dict()["withheld"] == "A in one piece"
+    # TTFT and throughput still hold: their verdicts stand.
+    assert rows["p99_ttft_ms"].withheld is None and rows["output_throughput"].one_piece == ()
+    assert report.verdict is Verdict.B_BETTER
+    # An ITL objective gets no verdict at all, and the sentence says why.
+    on_itl = build_report(trials, study="s", objective="median_itl_ms")
+    assert on_itl.verdict is Verdict.NO_DIFFERENCE
+    assert on_itl.summary().startswith("no verdict on median_itl_ms: A in one piece")
+    # With streaming in both arms, nothing is withheld.
+    trials[0].results["tunelab"] = {"one_chunk_fraction": 0.0}
+    plain = build_report(trials, study="s", objective="median_itl_ms")
+    assert plain.objective_row is not None and plain.objective_row.withheld is None
+
+
 def test_ab_report_notes_the_repeats_measured_while_others_took_the_cpu() -> None:
     from tuner.bench.host_noise import HostNoise
 

@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from tests.support.tui_harness import services, settle, wait_for
 from tui.app import TunelabApp
 from tui.messages import JobFinished, JobKind, KnobChanged, RunEvent
-from tui.screens.compare import CompareScreen
+from tui.screens.compare import ONE_PIECE_CELL, CompareScreen
 from tui.screens.confirm import ConfirmQuit
 from tui.screens.export import ExportScreen
 from tui.screens.results import ResultsScreen
@@ -196,8 +196,14 @@ async def test_one_ab_shows_one_verdict_everywhere_and_export_writes_the_files(
         assert table.row_count == len(ab["metrics"])
         for metric in ab["metrics"]:
             row = [str(cell) for cell in table.get_row(metric["metric"])]
-            assert f"(n={metric['a']['n']})" in row[1] and f"(n={metric['b']['n']})" in row[2]
-            assert row[4] == metric["verdict"], metric["metric"]
+            # An arm whose TPOT/ITL the core withheld (responses in one piece) says so instead.
+            for cell, arm in ((row[1], "a"), (row[2], "b")):
+                if arm.upper() in metric["one_piece"]:
+                    assert cell == ONE_PIECE_CELL, metric["metric"]
+                else:
+                    assert f"(n={metric[arm]['n']})" in cell, metric["metric"]
+            shown = "no verdict" if metric["withheld"] else metric["verdict"]
+            assert row[4] == shown, metric["metric"]
         note = str(app.screen.query_one("#compare-note").render())
         assert ab["summary"] in note and "A/B:" in note  # says whose samples these are
         a_ids, b_ids = ab["trials"]["A"], ab["trials"]["B"]

@@ -24,7 +24,7 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from tui.widgets.results_table import is_chunk_metric, knob_diff, one_piece_warning
+from tui.widgets.results_table import knob_diff, one_piece_warning
 from tuner.lab.study import Comparison, ComparisonSource, Study
 from tuner.studies.stats import Comparison as MetricRow
 from tuner.studies.stats import Verdict, format_relative
@@ -60,28 +60,27 @@ def one_piece_arms(found: Comparison) -> dict[str, str]:
     return out
 
 
-def metric_cells(row: MetricRow, one_piece: dict[str, str]) -> tuple[Text, Text, Text, Text]:
+def metric_cells(row: MetricRow) -> tuple[Text, Text, Text, Text]:
     """A, B, B-vs-A and verdict cells of one metric row.
 
-    A TPOT/ITL figure of an arm whose responses arrived in one piece measures
-    the starved server, not streaming: the arm's cell says so, and the row
-    draws no change and no verdict from it.
+    Where the core withheld the row's verdict (an arm's TPOT/ITL measured a
+    starved server: ``Comparison.withheld``), that arm's cell says so and the
+    row shows no change and no verdict.
     """
-    starved = [arm for arm in ("A", "B") if arm in one_piece] if is_chunk_metric(row.metric) else []
-    if not starved:
+    if not row.withheld:
         return (
             Text(arm_text(row, "a")),
             Text(arm_text(row, "b")),
             Text(format_relative(row)),
             Text(str(row.verdict), style=VERDICT_STYLE.get(row.verdict, "")),
         )
-    a = Text(ONE_PIECE_CELL, style="yellow") if "A" in starved else Text(arm_text(row, "a"))
-    b = Text(ONE_PIECE_CELL, style="yellow") if "B" in starved else Text(arm_text(row, "b"))
+    a = Text(ONE_PIECE_CELL, style="yellow") if "A" in row.one_piece else Text(arm_text(row, "a"))
+    b = Text(ONE_PIECE_CELL, style="yellow") if "B" in row.one_piece else Text(arm_text(row, "b"))
     return (
         a,
         b,
-        Text(f"not comparable: {' and '.join(starved)} in one piece", style="dim"),
-        Text("no verdict", style="dim"),
+        Text(f"not comparable: {row.withheld}", style="dim"),
+        Text(row.shown_verdict, style="dim"),
     )
 
 
@@ -128,7 +127,7 @@ class CompareScreen(Screen[None]):
         table.add_columns("metric", "A", "B", "B vs A [95% CI]", "verdict")
         one_piece = one_piece_arms(found)
         for row in report.rows:
-            table.add_row(row.metric, *metric_cells(row, one_piece), key=row.metric)
+            table.add_row(row.metric, *metric_cells(row), key=row.metric)
         source = "A/B" if found.source is ComparisonSource.AB else "POOLED"
         self.guard = guard = found.outputs
         note = Text(f"{report.summary()}\n")

@@ -60,16 +60,6 @@ def guard_cell(guard: TrialGuard | None) -> Text:
     return Text(label, style=GUARD_STYLE.get(label, "dim"))
 
 
-def is_chunk_metric(metric: str) -> bool:
-    """TPOT and ITL metrics (``median_itl_ms``, ``p99_tpot_ms``): gaps between chunks.
-
-    They read 0 when a response arrives in one piece, so they are the figures
-    :func:`one_piece_warning` disqualifies (TTFT and E2E still hold).
-    """
-    parts = metric.split("_")
-    return "itl" in parts or "tpot" in parts
-
-
 def knob_diff(trial: Any, baseline: Any | None) -> str:
     """The knobs where ``trial`` differs from the baseline (or all it sets)."""
     cfg = trial.config

@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 
+from tuner.bench.tls import verify_for
 from tuner.errors import RunFailedError
 
 METRICS_MAX_BYTES = 8 * 1024 * 1024  # vLLM's page is ~100 KiB even with many LoRAs
@@ -61,6 +62,7 @@ class ControlClient:
             trust_env=False,
             headers=headers or {},
             limits=httpx.Limits(max_connections=2, max_keepalive_connections=2),
+            verify=verify_for(self.base_url),
         )
 
     async def aclose(self) -> None:

@@ -24,7 +24,6 @@ benchmarks/client_ceiling.py measures what the transport buys.
 from __future__ import annotations
 
 import asyncio
-import ssl as _ssl
 from collections.abc import Callable
 from time import perf_counter
 from typing import Protocol
@@ -32,6 +31,7 @@ from urllib.parse import urlsplit
 
 import httptools
 
+from tuner.bench.tls import context_for
 from tuner.errors import RunFailedError
 
 # feed(payload_bytes, now) -> None; receives de-framed body bytes as they come.
@@ -244,7 +244,7 @@ class StreamingHttp:
 
     def __init__(self, base_url: str, headers: dict[str, str] | None = None) -> None:
         scheme, self.host, self.port, self.prefix = split_base_url(base_url)
-        self.ssl = _ssl.create_default_context() if scheme == "https" else None
+        self.ssl = context_for(scheme)
         self._idle: list[_Conn] = []
         shown = f"[{self.host}]" if ":" in self.host else self.host
         self._host_header = f"{shown}:{self.port}"

@@ -97,6 +97,16 @@ def one_chunk_fraction(records: Sequence[RequestRecord]) -> float:
 ONE_CHUNK_WARN = 0.5
 
 
+def is_chunk_metric(metric: str) -> bool:
+    """TPOT and ITL metrics (``median_itl_ms``, ``p99_tpot_ms``): gaps between chunks.
+
+    They read 0 when a response arrives in one piece, so they are the figures a
+    :func:`delivery_warning` disqualifies (TTFT and E2E still hold).
+    """
+    parts = metric.split("_")
+    return "itl" in parts or "tpot" in parts
+
+
 def delivery_warning(result: dict[str, Any], short: bool = False) -> str | None:
     """What to tell the user when most responses of a stored result arrived in one piece.
 

@@ -146,8 +146,8 @@ def print_ab(report: ABReport) -> None:
             row.direction.value,
             f"{_num(row.a.mean)} ± {_num(row.a.std)} (n={row.a.n})",
             f"{_num(row.b.mean)} ± {_num(row.b.std)} (n={row.b.n})",
-            format_relative(row),
-            f"[{color}]{row.verdict.value}[/]",
+            format_relative(row) if not row.withheld else f"not comparable: {row.withheld}",
+            f"[{color}]{row.verdict.value}[/]" if not row.withheld else "[dim]no verdict[/]",
         )
     console.print(table)
     for failure in report.failures:

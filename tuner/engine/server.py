@@ -21,6 +21,7 @@ from collections import deque
 from pathlib import Path
 from types import TracebackType
 
+from tuner.bench.tls import verify_for
 from tuner.engine import logscan, proctree, running
 from tuner.engine.events import (
     EngineBackendChosen,
@@ -203,7 +204,9 @@ class Engine:
         deadline = started + self.spec.startup_timeout
         last_scan = 0.0
         async with httpx.AsyncClient(
-            timeout=httpx.Timeout(2.0, connect=0.5), trust_env=False
+            timeout=httpx.Timeout(2.0, connect=0.5),
+            trust_env=False,
+            verify=verify_for(self.url or ""),
         ) as client:
             while True:
                 rc = self._proc.poll()

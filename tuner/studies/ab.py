@@ -22,11 +22,11 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from tuner.bench.host_noise import host_note
-from tuner.bench.metrics import delivery_warning
+from tuner.bench.metrics import delivery_warning, is_chunk_metric
 from tuner.engine.effective import arms_differences
 from tuner.environment import arm_notes
 from tuner.errors import TunelabError
@@ -113,6 +113,12 @@ class ABReport:
         row = self.objective_row
         if row is None:
             return f"{self.verdict}: no finished trials measured {self.objective}"
+        if row.withheld:
+            return (
+                f"no verdict on {self.objective}: {row.withheld}, so it measured a starved "
+                f"server, not streaming (B vs A {format_relative(row)}; A n={row.a.n}, "
+                f"B n={row.b.n})"
+            )
         text = (
             f"{self.verdict} on {self.objective}: B vs A {format_relative(row)} "
             f"({row.confidence:.1%} interval; A n={row.a.n}, B n={row.b.n}; {row.reason})"
@@ -180,6 +186,9 @@ def build_report(
     # What vLLM really ran in each arm, not only what was asked (issue 14).
     notes.extend(f"ran: {d.note()}" for d in arms_differences(arms["A"], arms["B"]))
     names = [objective, *[m for m in metrics if m != objective]]
+    starved = [
+        arm for arm, ts in arms.items() if any(delivery_warning(t.results or {}) for t in ts)
+    ]
     rows: list[Comparison] = []
     for name in names:
         a = [v for t in arms["A"] if (v := value_of(t, name)) is not None]
@@ -190,7 +199,14 @@ def build_report(
     looks = replay_looks(arms["A"] + arms["B"], objective)
     if looks and looks[-1].comparison is not None:
         rows = [looks[-1].comparison, *[r for r in rows if r.metric != objective]]
-    verdict = next((r.verdict for r in rows if r.metric == objective), Verdict.NO_DIFFERENCE)
+    if starved:  # an arm's TPOT/ITL measured starvation, not streaming: no verdict from them
+        rows = [
+            replace(r, one_piece=tuple(starved)) if is_chunk_metric(r.metric) else r for r in rows
+        ]
+    verdict = next(
+        (r.verdict for r in rows if r.metric == objective and not r.withheld),
+        Verdict.NO_DIFFERENCE,  # nothing measured it, or its figures were withheld: no winner
+    )
     first_a = arms["A"][0].config.canonical() if arms["A"] else {}
     first_b = arms["B"][0].config.canonical() if arms["B"] else {}
     return ABReport(

@@ -235,6 +235,9 @@ class Comparison:
         confidence: Two-sided confidence level, e.g. 0.95.
         verdict: A better, B better, or no significant difference.
         reason: Why the verdict is what it is, in words.
+        one_piece: The arms (``"A"``, ``"B"``) whose responses mostly arrived
+            in one piece, on a TPOT/ITL row: their figures measured a starved
+            server, not streaming, so the row's verdict is withheld.
     """
 
     metric: str
@@ -252,12 +255,25 @@ class Comparison:
     verdict: Verdict
     reason: str
     scale: Scale = Scale.DIFFERENCE
+    one_piece: tuple[str, ...] = ()
+
+    @property
+    def withheld(self) -> str | None:
+        """Why no verdict may be drawn from this row (``"A in one piece"``), else None."""
+        return f"{' and '.join(self.one_piece)} in one piece" if self.one_piece else None
+
+    @property
+    def shown_verdict(self) -> str:
+        """The verdict as every face prints it: ``no verdict`` when it is withheld."""
+        return "no verdict" if self.withheld else self.verdict.value
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["direction"] = self.direction.value
         data["verdict"] = self.verdict.value
         data["scale"] = self.scale.value
+        data["one_piece"] = list(self.one_piece)
+        data["withheld"] = self.withheld
         for key in ("ci_low", "ci_high", "rel_ci_low", "rel_ci_high"):
             if data[key] is not None and math.isinf(data[key]):
                 data[key] = None

@@ -127,15 +127,18 @@ class EngineSession:
             return
         await self._record(trial, model, result.to_dict(), marks)
 
-    def _progress(self, trial: Trial, marks: dict[str, float]) -> Callable[[BenchProgress], None]:
+    def _progress(
+        self, trial: Trial, marks: dict[str, float]
+    ) -> Callable[[BenchProgress, float], None]:
         """The benchmark's progress callback: marks when measuring began, forwards progress."""
         sampler = self.sampler
 
-        def progress(p: BenchProgress) -> None:
+        def progress(p: BenchProgress, sent_at: float) -> None:
             if "measuring" not in marks:
-                marks["measuring"] = time.monotonic() - p.elapsed_s
+                marks["measuring"] = sent_at - p.elapsed_s
                 if sampler is not None:
-                    marks["t0"] = sampler.now() - p.elapsed_s
+                    late = time.monotonic() - sent_at  # how long this loop took to get here
+                    marks["t0"] = sampler.now() - late - p.elapsed_s
                 if trial.workload.warmup_requests:
                     self.emit(TrialStage(trial.id, "measuring"))
             self.emit(TrialProgress(trial.id, p))
@@ -154,13 +157,16 @@ class EngineSession:
         Raises:
             EngineCrashed: The engine died (the trial is already marked failed).
         """
+        from tuner.bench.own_loop import on_loop, run_in_own_loop
         from tuner.bench.runner import run_benchmark
 
         assert self.engine is not None and self.engine.url is not None
         t_start = time.monotonic()
+        url, on_progress = self.engine.url, on_loop(self._progress(trial, marks))
+        # Its own loop: the UI sharing this one must not delay the client's reads.
         bench = asyncio.ensure_future(
-            run_benchmark(
-                self.engine.url, model, trial.workload, on_progress=self._progress(trial, marks)
+            run_in_own_loop(
+                lambda: run_benchmark(url, model, trial.workload, on_progress=on_progress)
             )
         )
         crash = asyncio.ensure_future(self.watch_crash())
