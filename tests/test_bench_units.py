@@ -247,11 +247,28 @@ def test_cli_bench_says_when_responses_arrive_in_one_piece() -> None:
         assert "100% of the responses arrived in one piece" in " ".join(r.stdout.split())
 
 
-def test_cli_import_stays_light() -> None:
+def test_commands_that_send_no_request_load_no_http_stack() -> None:
+    """`tunelab` loads a command's module only when it runs (tuner.cli.app.LazyCommands).
+
+    So `knobs`, `check` or `ab` start without the benchmark's HTTP stack, while
+    `bench` loads it: the check is on what each command costs, not on --help.
+    """
     import subprocess
 
-    code = "import sys, tuner.cli.bench, tuner.bench; print(sorted(m for m in ('aiohttp', 'httpx', 'httptools', 'numpy', 'vllm', 'torch') if m in sys.modules))"
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout
-    assert out.strip() == "[]"
+    heavy = ("aiohttp", "httpx", "httptools", "numpy", "vllm", "torch")
+    code = (
+        "import sys\n"
+        "from typer.main import get_command\n"
+        "from tui.cli import app\n"
+        "get_command(app).get_command(None, sys.argv[1])\n"
+        f"print(sorted(m for m in {heavy!r} if m in sys.modules))"
+    )
+
+    def loaded(command: str) -> str:
+        return subprocess.run(
+            [sys.executable, "-c", code, command], capture_output=True, text=True, check=True
+        ).stdout.strip()
+
+    for command in ("knobs", "check", "doctor", "gpus", "ab", "report"):
+        assert loaded(command) == "[]", command
+    assert "httptools" in loaded("bench")  # its own stack, loaded when it runs

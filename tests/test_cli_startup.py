@@ -8,11 +8,14 @@ import sys
 
 from typer.testing import CliRunner
 
+from tuner.cli.app import COMMAND_MODULES, COMMANDS
+
 
 def test_cli_entry_imports_no_heavy_modules() -> None:
     code = (
         "import sys, json\n"
-        "from tui.cli import app, register_all\n"
+        "from tui.cli import app\n"
+        "from tuner.cli.app import register_all\n"
         "register_all(app)\n"
         "heavy = [m for m in ('torch', 'vllm', 'transformers', 'textual', 'optuna', 'numpy') if m in sys.modules]\n"
         "print(json.dumps(heavy))\n"
@@ -21,8 +24,49 @@ def test_cli_entry_imports_no_heavy_modules() -> None:
     assert json.loads(out.stdout) == []
 
 
+def test_a_command_loads_its_own_module_and_no_other() -> None:
+    """`tunelab bench` imports tuner.cli.bench only; `tunelab` (the TUI) no command module."""
+    code = (
+        "import sys, json\n"
+        "from tui.cli import app\n"
+        "from typer.main import get_command\n"
+        "root = get_command(app)\n"
+        "before = sorted(m for m in sys.modules if m.startswith('tuner.cli.'))\n"
+        "cmd = root.get_command(None, sys.argv[1])\n"
+        "after = sorted(m for m in sys.modules if m.startswith('tuner.cli.'))\n"
+        "print(json.dumps([before, after, cmd.name]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, "winner"], capture_output=True, text=True, check=True
+    )
+    before, after, name = json.loads(out.stdout)
+    assert name == "winner"
+    command_modules = {f"tuner.cli.{m}" for m in COMMAND_MODULES}
+    assert not command_modules & set(before)  # the TUI's entry loads no command
+    assert command_modules & set(after) == {"tuner.cli.studies"}  # winner's own module
+
+
+def test_every_command_a_module_defines_is_in_the_lazy_table() -> None:
+    """A command a module registers but COMMANDS misses would vanish from `tunelab`."""
+    import importlib
+
+    import typer
+    import typer.main
+
+    for module in COMMAND_MODULES:
+        sub = typer.Typer()
+        importlib.import_module(f"tuner.cli.{module}").register(sub)
+        for name in typer.main.get_group(sub).commands:
+            assert COMMANDS.get(name) == module, (name, module)
+    from tui.cli import app
+
+    shown = CliRunner().invoke(app, ["--help"], terminal_width=200).output
+    assert all(f" {name} " in shown for name in COMMANDS)
+
+
 def test_help_lists_the_commands() -> None:
-    from tui.cli import app, register_all
+    from tui.cli import app
+    from tuner.cli.app import register_all
 
     register_all(app)
     result = CliRunner().invoke(app, ["--help"])
@@ -32,7 +76,8 @@ def test_help_lists_the_commands() -> None:
 
 
 def test_doctor_json_reports_vllm_and_no_gpu() -> None:
-    from tui.cli import app, register_all
+    from tui.cli import app
+    from tuner.cli.app import register_all
 
     register_all(app)
     result = CliRunner().invoke(app, ["doctor", "--json"])

@@ -2,7 +2,8 @@
 
 The CLI's commands live in ``tuner.cli`` (no Textual there); this module adds
 the ``tui`` command and opens the app when no command is given. Textual is
-imported only when the app really opens, so ``tunelab --help`` stays fast.
+imported only when the app really opens, and a command's module only when that
+command runs (tuner.cli.app.LazyCommands), so neither slows the other's start.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import typer
 
-from tuner.cli.app import app, register_all
+from tuner.cli.app import app
 from tuner.crash import run_guarded
 
 
@@ -44,7 +45,6 @@ def main(argv: list[str] | None = None) -> None:
     Typer's usage errors and ``typer.Exit`` keep their own output and codes.
     """
     args = list(sys.argv[1:] if argv is None else argv)
-    register_all(app)
     if not args:
         args = ["tui"]
     code = run_guarded(lambda: app(args=args, prog_name="tunelab"), args)

@@ -20,7 +20,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from tuner.cli import options as opt
+from tuner.cli import studies
 from tuner.cli.study_options import GpusOpt, VerboseOpt
+from tuner.cli.study_output import StudyProgress, dump
+from tuner.export.preset import PresetTarget, Provenance, dump_preset, preset_from_config
+from tuner.lab.study import Study
+from tuner.studies.ablate import AblateError, changed_knobs, run_ablation
+from tuner.trials.model import TrialStatus
+from tuner.trials.store import StoreError, TrialNotFound
 
 if TYPE_CHECKING:
     from tuner.export.preset import Preset
@@ -63,9 +70,6 @@ def ablate_command(
     as_json: opt.JsonOpt = False,
 ) -> None:
     """Leave-one-out A/Bs of a winner's knobs; drops those inside the noise; the minimal preset."""
-    from tuner.cli import studies
-    from tuner.cli.study_output import StudyProgress, dump
-    from tuner.studies.ablate import AblateError, changed_knobs, run_ablation
 
     store = opt.open_store("ablate", store_path)
     try:
@@ -111,9 +115,6 @@ def ablate_command(
 
 def _pair(store: TrialStore, trial_id: str, baseline_id: str | None) -> tuple[Trial, Trial]:
     """The winner and its baseline from the store (usage errors for unknown or unfinished ones)."""
-    from tuner.lab.study import Study
-    from tuner.trials.model import TrialStatus
-    from tuner.trials.store import StoreError, TrialNotFound
 
     try:
         winner = store.get(trial_id)
@@ -143,7 +144,6 @@ def _print_knob(effect: KnobEffect) -> None:
 
 def minimal_preset(report: AblationReport, winner: Trial) -> Preset:
     """The minimal config as a preset carrying each knob's effect and its own measured figure."""
-    from tuner.export.preset import PresetTarget, Provenance, preset_from_config
 
     results: dict[str, Any] = {"objective": report.objective}
     source = report.confirmation or (report.effects[0].report if report.effects else None)
@@ -181,6 +181,5 @@ def minimal_preset(report: AblationReport, winner: Trial) -> Preset:
 
 
 def _preset_text(preset: Preset) -> str:
-    from tuner.export.preset import dump_preset
 
     return dump_preset(preset)

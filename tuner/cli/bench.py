@@ -18,9 +18,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
+from rich.console import Console
+from rich.table import Table
 
+from tuner.bench.runner import BenchError, run_benchmark
+from tuner.bench.text import clean as _clean
+from tuner.bench.text import shown
+from tuner.bench.workload import Workload, WorkloadError
 from tuner.cli import bench_options as bo
 from tuner.cli.options import DEFAULT_INPUT_LEN, DEFAULT_NUM_PROMPTS, DEFAULT_OUTPUT_LEN
+from tuner.lab.workload import BY_NAME, parse_field
 
 if TYPE_CHECKING:
     from tuner.bench.progress import BenchProgress
@@ -40,7 +47,6 @@ def _fail(message: str) -> typer.Exit:
 
 def clean(text: str) -> str:
     """Server text without terminal escapes (tuner.bench.text, imported late for start-up)."""
-    from tuner.bench.text import clean as _clean
 
     return _clean(text)
 
@@ -135,7 +141,6 @@ def bench_command(
     api_key_env: bo.ApiKeyEnvOpt = None,
 ) -> None:
     """Benchmark a running vLLM (or any OpenAI-compatible) server."""
-    from tuner.bench.workload import Workload, WorkloadError
 
     headers = _headers(header or [], api_key_env)
     if output is not None:
@@ -177,7 +182,6 @@ def _parsed(name: str, text: str) -> object:
     Raises:
         WorkloadError: naming the flag and what it takes.
     """
-    from tuner.lab.workload import BY_NAME, parse_field
 
     field = BY_NAME[name]
     return parse_field(field, text, field.flag)
@@ -193,8 +197,6 @@ def _measure(
     live: bool,
 ) -> BenchResult:
     """Runs the benchmark (tuner.bench.runner) with the live line on stderr unless ``--json``."""
-    from tuner.bench.runner import BenchError, run_benchmark
-    from tuner.bench.workload import WorkloadError
 
     with _LiveProgress(enabled=live) as progress:
         try:
@@ -271,10 +273,6 @@ class _LiveProgress:
 
 
 def _print_table(result: BenchResult) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    from tuner.bench.text import shown
 
     m = result.metrics
     console = Console()

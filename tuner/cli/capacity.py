@@ -16,8 +16,17 @@ from functools import partial
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.console import Console
+from rich.table import Table
 
 from tuner.cli import options as opt
+from tuner.cli import studies
+from tuner.cli.safe_text import markup
+from tuner.cli.study_output import dump
+from tuner.lab import config as lab_config
+from tuner.studies.capacity import CapacityAB, CapacityError, Grid
+from tuner.studies.capacity_run import run_capacity, run_capacity_ab
+from tuner.studies.slo import SLOError, parse_slo
 
 if TYPE_CHECKING:
     from tuner.bench.workload import Workload
@@ -121,8 +130,6 @@ def capacity_command(
     as_json: opt.JsonOpt = False,
 ) -> None:
     """Capacity under an SLO: the largest concurrency (or rate) meeting it, over N launches."""
-    from tuner.studies.capacity import CapacityError, Grid
-    from tuner.studies.slo import SLOError, parse_slo
 
     try:
         target = parse_slo(slo)
@@ -155,7 +162,6 @@ def _arm_b(
     allow_code: bool,
 ) -> EngineConfig:
     """Arm B: its preset (or A's) with the shared --set items, then the --b-set items on top."""
-    from tuner.lab import config as lab_config
 
     config = opt.make_config("capacity", preset, model, set_items, allow_code=allow_code)
     try:
@@ -168,9 +174,6 @@ def _run(
     plan: _Plan, store_path: str | None, startup_timeout: float, verbose: bool, quiet: bool
 ) -> CapacityReport | CapacityAB:
     """Runs the capacity study (or capacity A/B) with the study progress display."""
-    from tuner.cli import studies
-    from tuner.studies.capacity import CapacityError
-    from tuner.studies.capacity_run import run_capacity, run_capacity_ab
 
     arms = 2 if plan.b is not None else 1
     kwargs: dict[str, Any] = {
@@ -203,8 +206,6 @@ def _run(
 
 def _finish(report: CapacityReport | CapacityAB, as_json: bool) -> None:
     """Prints the report; exit 1 when nothing (or an arm) measured no capacity."""
-    from tuner.cli.study_output import dump
-    from tuner.studies.capacity import CapacityAB
 
     if as_json:
         typer.echo(dump(report.to_dict()))
@@ -238,10 +239,6 @@ def _print_arm_launch(arm: str, answer: LaunchCapacity) -> None:
 
 def print_capacity(report: CapacityReport, arm: str | None = None) -> None:
     """The per-launch table and the one-line answer."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from tuner.cli.safe_text import markup
 
     title = f"capacity — study {markup(report.study)}" + (f", arm {arm}" if arm else "")
     table = Table(title=title, title_justify="left")

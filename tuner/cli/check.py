@@ -14,9 +14,18 @@ import json
 from typing import TYPE_CHECKING, Any
 
 import typer
+from rich.console import Console
+from rich.markup import escape
 
 from tuner.cli import check_options as co
+from tuner.knobs.gpus import GpuNameError, lookup
+from tuner.knobs.versions import parse_version
 from tuner.lab import config as lab_config
+from tuner.lab.checks import blocks_run
+from tuner.lab.target import for_check
+from tuner.lab.workload import shape_for_check
+from tuner.model import ModelError, analyze
+from tuner.rules import check
 
 if TYPE_CHECKING:
     from tuner.config import EngineConfig
@@ -54,8 +63,6 @@ def check_command(
     allow_code: co.AllowCodeOpt = False,
 ) -> None:
     """Check a config against the rules for its target; exit 1 on errors, 2 on bad input."""
-    from tuner.lab.checks import blocks_run
-    from tuner.rules import check
 
     _check_version(vllm_version)
     spec = _gpu(gpu)
@@ -85,7 +92,6 @@ def _check_version(version: str | None) -> None:
     """A ``--vllm-version`` the catalogue cannot read is a usage error, before anything else."""
     if version is None:
         return
-    from tuner.knobs.versions import parse_version
 
     try:
         parse_version(version)
@@ -97,7 +103,6 @@ def _gpu(name: str | None) -> GpuSpec | None:
     """The ``--gpu`` spec (tuner.knobs.gpus), or a usage error naming the known GPUs."""
     if name is None:
         return None
-    from tuner.knobs.gpus import GpuNameError, lookup
 
     try:
         return lookup(name)
@@ -129,7 +134,6 @@ def _target(
     loaded: Any, version: str | None, platform: str | None, gpus: int | None, vram: float | None
 ) -> tuple[Target, list[str]]:
     """The target (tuner.lab.target.for_check owns the precedence)."""
-    from tuner.lab.target import for_check
 
     return for_check(version, platform, gpus, vram, getattr(loaded, "target", None))
 
@@ -137,7 +141,6 @@ def _target(
 def _model(name: str, *, from_preset: bool, offline: bool) -> tuple[ModelInfo | None, str]:
     if not name:
         return None, "no model given: model-specific rules were skipped"
-    from tuner.model import ModelError, analyze
 
     try:
         return analyze(name, offline=True if offline else None), ""
@@ -155,7 +158,6 @@ def _workload(
     goal: str | None,
 ) -> WorkloadShape | None:
     """The rules' workload (tuner.lab.workload.shape_for_check owns the merge)."""
-    from tuner.lab.workload import shape_for_check
 
     stored = getattr(loaded, "workload", None)
     return shape_for_check(stored, input_len, output_len, concurrency, goal)
@@ -172,8 +174,6 @@ def _print(
     target: Target,
     notes: list[str],
 ) -> None:
-    from rich.console import Console
-    from rich.markup import escape
 
     console = Console(highlight=False)
     plat = target.platform or "unknown platform"

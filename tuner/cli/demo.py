@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import typer
 
+from tuner.demo_model import ensure_demo_model
+
 
 def register(app: typer.Typer) -> None:
     @app.command("demo-model")
     def demo_model() -> None:
         """Create the tiny Llama model for the embedded CPU engine (if missing) and print its path."""
-        from tuner.demo_model import ensure_demo_model
 
         typer.echo(str(ensure_demo_model()))

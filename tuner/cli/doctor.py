@@ -6,6 +6,9 @@ import json
 import sys
 
 import typer
+from rich.console import Console
+
+from tuner.doctor import gather
 
 
 def register(app: typer.Typer) -> None:
@@ -22,13 +25,11 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Python, tunelab, vLLM (version, platform, how it starts), GPUs and the demo model."""
-        from tuner.doctor import gather
 
         report = gather(python, refresh=refresh)
         if as_json:
             typer.echo(json.dumps(report.to_dict(), indent=2, default=str))
             return
-        from rich.console import Console
 
         con = Console()
         con.print(

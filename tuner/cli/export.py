@@ -16,6 +16,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from tuner.export.catalog import open_preset
+from tuner.export.errors import ExportError, PresetError
+from tuner.export.render import dropped_secrets, export, parse_formats
+from tuner.export.trial import preset_from_trial
+
 if TYPE_CHECKING:
     from tuner.export.preset import Preset
 
@@ -65,8 +70,6 @@ def export_command(
     ] = False,
 ) -> None:
     """Export a trial or a preset as TOML, launch script, vLLM YAML and docker line."""
-    from tuner.export.errors import ExportError, PresetError
-    from tuner.export.render import dropped_secrets, export, parse_formats
 
     if (trial is None) == (preset is None):
         raise _fail("give either a TRIAL id or --preset FILE (not both, not neither)")
@@ -99,7 +102,6 @@ def export_command(
 
 
 def _from_preset(name_or_path: str, allow_env: tuple[str, ...], allow_code: bool) -> Preset:
-    from tuner.export.catalog import open_preset
 
     preset, note = open_preset(name_or_path, allow_env=allow_env, allow_code=allow_code)
     if note:
@@ -111,6 +113,5 @@ def _from_trial(trial_id: str) -> Preset:
     """The preset for a stored trial: its config, workload, results and provenance."""
     # Deferred for start-up time like every command's imports; tunelab's own module is
     # always there (issue 12: no ImportError guards around tunelab's own modules).
-    from tuner.export.trial import preset_from_trial
 
     return preset_from_trial(trial_id)

@@ -15,6 +15,13 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from tuner.telemetry import Sampler, select_backend
+from tuner.telemetry import format as fmt
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -59,9 +66,6 @@ def gpus(
     ] = None,
 ) -> None:
     """Show GPU utilisation, VRAM, power, temperatures, clocks, partitions and processes."""
-    from rich.console import Console
-
-    from tuner.telemetry import Sampler, select_backend
 
     console = Console()
     chosen = select_backend(backend.value)
@@ -89,9 +93,6 @@ def gpus(
 def _watch(
     console: object, chosen: Backend, as_json: bool, interval: float, count: int | None
 ) -> None:
-    from rich.live import Live
-
-    from tuner.telemetry import Sampler
 
     sampler = Sampler(chosen, rate_hz=1.0 / interval, history=2)
     shown = 0
@@ -137,7 +138,6 @@ def _no_gpu(console: object, chosen: Backend, as_json: bool) -> None:
     if as_json:
         typer.echo(json.dumps(_payload(chosen, [])))
         return
-    from rich.text import Text
 
     lines = Text()
     lines.append("No GPU visible", style="bold yellow")
@@ -152,10 +152,6 @@ def _no_gpu(console: object, chosen: Backend, as_json: bool) -> None:
 
 
 def _render(description: str, snaps: list[GpuSnapshot]) -> RenderableType:
-    from rich.console import Group
-    from rich.table import Table
-
-    from tuner.telemetry import format as fmt
 
     table = Table(title=description, title_justify="left", expand=False, pad_edge=False)
     for header, justify, wrap in (

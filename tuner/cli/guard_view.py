@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tuner.cli.safe_text import markup
+from tuner.lab.study import Study
+from tuner.trials.guard_check import ab_guard, guard_verdicts
 
 if TYPE_CHECKING:
     from tuner.studies.ab import ABReport
@@ -27,7 +29,6 @@ _STYLE = {"same": "green", "close": "yellow", "drifted": "bold red", "baseline":
 
 def baseline_of(store: TrialStore, study: str) -> Trial | None:
     """The study's baseline trial (tuner.lab.study: marked, else the first finished)."""
-    from tuner.lab.study import Study
 
     found = Study(store, study).baseline()
     return found.trial if found is not None else None
@@ -39,7 +40,6 @@ def study_guards(store: TrialStore, trials: Sequence[Trial]) -> dict[str, TrialG
     ``trials`` may mix studies (``tunelab results`` without ``--study``): each
     study's trials are judged against that study's baseline.
     """
-    from tuner.trials.guard_check import guard_verdicts
 
     by_study: dict[str, list[Trial]] = {}
     for trial in trials:
@@ -75,7 +75,6 @@ def ab_guard_of(store: TrialStore, report: ABReport) -> ArmsGuard:
     The arms are the report's trial ids (``ABReport.trials``) read back from the
     store, as tuner.report.data gathers them for the study report.
     """
-    from tuner.trials.guard_check import ab_guard
 
     by_id = {t.id: t for t in store.list(study=report.study)}
     arms = {arm: [by_id[i] for i in report.trials.get(arm, []) if i in by_id] for arm in ("A", "B")}

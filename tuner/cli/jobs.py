@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
+from tuner.service.client import ServiceClient
 from tuner.service.view import job_line
 
 jobs_app = typer.Typer(
@@ -33,7 +34,6 @@ def jobs_list(ctx: typer.Context) -> None:
     """With no sub-command: list this user's jobs, oldest first."""
     if ctx.invoked_subcommand is not None:
         return
-    from tuner.service.client import ServiceClient
 
     with ServiceClient() as client:
         jobs = client.recorded_jobs()
@@ -54,7 +54,6 @@ def jobs_start(
     ] = False,
 ) -> None:
     """Run a tunelab command as a detached job: `tunelab jobs start -- ab --a-set ...`."""
-    from tuner.service.client import ServiceClient
 
     args = list(ctx.args)
     if not args:
@@ -84,7 +83,6 @@ def _follow(client: Any, job_id: str) -> None:
 @jobs_app.command("follow")
 def jobs_follow(job_id: Annotated[str, typer.Argument(help="Job id or a unique prefix.")]) -> None:
     """Show a job's output from the start and as it grows, until it ends."""
-    from tuner.service.client import ServiceClient
 
     with ServiceClient() as client:
         _follow(client, job_id)
@@ -93,7 +91,6 @@ def jobs_follow(job_id: Annotated[str, typer.Argument(help="Job id or a unique p
 @jobs_app.command("log")
 def jobs_log(job_id: Annotated[str, typer.Argument(help="Job id or a unique prefix.")]) -> None:
     """Print a job's output so far."""
-    from tuner.service.client import ServiceClient
 
     with ServiceClient() as client:
         offset = 0
@@ -108,7 +105,6 @@ def jobs_log(job_id: Annotated[str, typer.Argument(help="Job id or a unique pref
 @jobs_app.command("stop")
 def jobs_stop(job_id: Annotated[str, typer.Argument(help="Job id or a unique prefix.")]) -> None:
     """Stop a job as Ctrl-C would (its engines are stopped; the trial is kept as interrupted)."""
-    from tuner.service.client import ServiceClient
 
     with ServiceClient() as client:
         job = client.stop(job_id)

@@ -15,6 +15,14 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.console import Console
+from rich.table import Table
+
+from tuner import knobs
+from tuner.introspect import IntrospectError, introspect
+from tuner.introspect_compare import VALUE_SET_FIELDS, knob_availability
+from tuner.knobs import choices_for
+from tuner.knobs.versions import parse_version
 
 if TYPE_CHECKING:
     from tuner.introspect import VllmInfo
@@ -54,8 +62,6 @@ def knobs_command(
     ] = None,
 ) -> None:
     """List every knob tunelab knows, for the target vLLM version and platform."""
-    from tuner import knobs
-    from tuner.knobs.versions import parse_version
 
     if vllm_version is not None:
         try:
@@ -92,7 +98,6 @@ def _introspect_if_needed(
     """Introspects the installed vLLM unless the target is fully given."""
     if version is not None and platform is not None:
         return None, "given"
-    from tuner.introspect import IntrospectError, introspect
 
     try:
         info = introspect(python or sys.executable)
@@ -106,8 +111,6 @@ def _introspect_if_needed(
 def _row(
     knob: Knob, version: str | None, platform: str | None, info: VllmInfo | None
 ) -> dict[str, Any]:
-    from tuner.introspect_compare import knob_availability
-    from tuner.knobs import choices_for
 
     verdict = knob_availability(knob, version, platform, info)
     choices = _installed_choices(knob, info) or choices_for(knob, version)
@@ -132,7 +135,6 @@ def _row(
 
 
 def _installed_choices(knob: Knob, info: VllmInfo | None) -> tuple[str, ...] | None:
-    from tuner.introspect_compare import VALUE_SET_FIELDS
 
     name = knob.extra.get("value_set")
     if info is None or not name:
@@ -155,8 +157,6 @@ def _print_table(
     info: VllmInfo | None,
     info_note: str,
 ) -> None:
-    from rich.console import Console
-    from rich.table import Table
 
     console = Console()
     target = f"vLLM {version or '(version unknown)'} on {platform or '(platform unknown)'}"

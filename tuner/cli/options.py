@@ -25,8 +25,11 @@ from tuner.bench.workload import Workload, WorkloadError
 from tuner.config import EngineConfig
 from tuner.errors import TunelabError
 from tuner.guard.settings import DEFAULT_GUARD_TOKENS, MAX_GUARD_TOKENS, GuardSettings
+from tuner.introspect import IntrospectError, introspect
 from tuner.lab import config as lab_config
+from tuner.lab.run import guard_settings
 from tuner.lab.workload import BY_NAME, WorkloadField, workload_from_texts
+from tuner.trials.store import StoreError, TrialStore
 
 if TYPE_CHECKING:
     from tuner.trials.store import TrialStore
@@ -156,7 +159,6 @@ class GuardArgs:
         before any engine starts); a bad file or count exits with status 2 and the fix.
         """
         # Deferred: tuner.lab.run loads the studies stack (~0.4 s), only for a command that runs.
-        from tuner.lab.run import guard_settings
 
         if self.no_guard and (self.prompts is not None or self.tokens is not None):
             raise usage_error(
@@ -219,7 +221,6 @@ class WorkloadArgs:
 
 def _no_gpu() -> bool:
     """True when the installed vLLM runs on CPU (or there is none): the demo is the default."""
-    from tuner.introspect import IntrospectError, introspect
 
     try:
         info = introspect(sys.executable)
@@ -270,7 +271,6 @@ def make_config(
 
 def open_store(command: str, path: str | None = None, *, recover: bool = True) -> TrialStore:
     """Opens the trial store and marks trials of dead tunelab processes as interrupted."""
-    from tuner.trials.store import StoreError, TrialStore
 
     try:
         store = TrialStore(path)

@@ -20,8 +20,14 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from tuner.bench.workload import Workload, WorkloadError
 from tuner.cli import options as opt
+from tuner.cli import studies
 from tuner.cli.study_options import GpusOpt, VerboseOpt
+from tuner.cli.study_output import dump
+from tuner.environment import differences_from_preset
+from tuner.lab import config as lab_config
+from tuner.studies.verify import VerifyError, reference_of, run_verify
 
 if TYPE_CHECKING:
     from tuner.studies.verify import VerifyReport
@@ -52,11 +58,6 @@ def verify_command(
     as_json: opt.JsonOpt = False,
 ) -> None:
     """Re-run the preset's \\[workload] here; exit 1 on a significant regression vs its \\[results]."""
-    from tuner.bench.workload import Workload, WorkloadError
-    from tuner.cli import studies
-    from tuner.cli.study_output import dump
-    from tuner.lab import config as lab_config
-    from tuner.studies.verify import VerifyError, reference_of, run_verify
 
     margin = 0.0 if tolerance.strip() in ("0", "0%") else None
     if margin is None:
@@ -108,7 +109,6 @@ def verify_command(
 
 def _environment_differences(preset: object) -> list[str]:
     """What differs between the preset's recorded environment and this node (empty: unknown)."""
-    from tuner.environment import differences_from_preset
 
     return differences_from_preset(preset)
 

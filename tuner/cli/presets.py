@@ -19,7 +19,19 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from tuner import knobs
 from tuner.cli.preset_verify import verify_command
+from tuner.export.catalog import find_preset, list_presets, resolve_preset, shipped_dir, user_dir
+from tuner.export.errors import ExportError, PresetError
+from tuner.export.preset import load_preset, read_preset_text, resolve_model
+from tuner.export.render import parse_formats, render_texts
+from tuner.export.validate import validate_text
+from tuner.introspect import IntrospectError, introspect
+from tuner.knobs.gpus import from_telemetry_name
+from tuner.lab.checks import blocks_run
+from tuner.model import ModelError, analyze
+from tuner.rules import Target, WorkloadShape, check
+from tuner.rules import Target as RulesTarget
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -58,7 +70,6 @@ def list_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
 ) -> None:
     """List the shipped presets and yours, with their target and purpose."""
-    from tuner.export.catalog import list_presets, shipped_dir, user_dir
 
     entries = list_presets()
     if as_json:
@@ -111,10 +122,6 @@ def show_command(
     ] = False,
 ) -> None:
     """Print a preset, or what it exports to (launch script, YAML, docker line)."""
-    from tuner.export.catalog import find_preset
-    from tuner.export.errors import ExportError, PresetError
-    from tuner.export.preset import load_preset
-    from tuner.export.render import parse_formats, render_texts
 
     try:
         path = find_preset(name)
@@ -175,7 +182,6 @@ def check_command(
     ] = False,
 ) -> None:
     """Validate a preset and check it against its target; exit 1 on errors."""
-    from tuner.lab.checks import blocks_run
 
     path = _resolve_checked(file, vllm_version)
     report, preset = _validated(path, allow_env, allow_code)
@@ -202,8 +208,6 @@ def check_command(
 
 def _resolve_checked(file: str, vllm_version: str | None) -> Path:
     """The preset's path (a file or a shipped/user name), with ``--vllm-version`` checked."""
-    from tuner.export.catalog import resolve_preset
-    from tuner.export.errors import PresetError
 
     try:
         found = resolve_preset(file)
@@ -225,9 +229,6 @@ def _validated(
     path: Path, allow_env: list[str] | None, allow_code: bool
 ) -> tuple[dict[str, Any], Preset | None]:
     """The schema check's report and the preset (None when the file is not a valid preset)."""
-    from tuner.export.errors import PresetError
-    from tuner.export.preset import read_preset_text
-    from tuner.export.validate import validate_text
 
     try:
         text = read_preset_text(path)
@@ -248,8 +249,6 @@ presets_app.command("verify")(verify_command)
 
 
 def _preset_target(preset: Preset, version: str | None, platform: str | None) -> Target:
-    from tuner.knobs.gpus import from_telemetry_name
-    from tuner.rules import Target
 
     tgt = preset.target
     return Target(
@@ -261,8 +260,6 @@ def _preset_target(preset: Preset, version: str | None, platform: str | None) ->
 
 
 def _analyze(preset: Preset, model_config: str | None) -> tuple[Any, str]:
-    from tuner.export.preset import resolve_model
-    from tuner.model import ModelError, analyze
 
     name = model_config or preset.target.model
     try:
@@ -283,7 +280,6 @@ def _analyze(preset: Preset, model_config: str | None) -> tuple[Any, str]:
 
 
 def _rules(preset: Preset, model: Any, target: Target) -> list[Finding]:
-    from tuner.rules import WorkloadShape, check
 
     stored = preset.workload or {}
     fields = ("input_len", "output_len", "concurrency", "goal")
@@ -295,9 +291,6 @@ def _installed_differences(
     preset: Preset, model: Any, target: Target, findings: list[Finding]
 ) -> dict[str, Any]:
     """How the installed vLLM differs from the target, and what that changes for this preset."""
-    from tuner import knobs
-    from tuner.introspect import IntrospectError, introspect
-    from tuner.rules import Target as RulesTarget
 
     try:
         info = introspect(sys.executable)

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from tuner.cli import options as opt
+from tuner.report import write_report
 
 
 def register(app: typer.Typer) -> None:
@@ -25,7 +26,6 @@ def report_command(
     store_path: opt.StoreOpt = None,
 ) -> None:
     """Write report.html (self-contained, opens offline) and report.md for a study."""
-    from tuner.report import write_report
 
     written = write_report(out, study=study, store_path=store_path)
     typer.echo(f"wrote {written.html} and {written.markdown} ({written.trials} trials)")

@@ -17,6 +17,7 @@ Exit status: 0 when the study ran, 1 when it produced no usable measurement,
 
 from __future__ import annotations
 
+import asyncio
 import signal
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, TypeVar
 import typer
 
 from tuner.cli import options as opt
+from tuner.cli.guard_view import ab_guard_of, arms_json
 from tuner.cli.safe_text import clean
 from tuner.cli.study_input import parse_fraction, split_slo
 from tuner.cli.study_options import (
@@ -59,7 +61,16 @@ from tuner.cli.study_options import (
     TuneStudyOpt,
     VerboseOpt,
 )
+from tuner.cli.study_output import StudyProgress, dump, print_ab, print_search, print_sweep
 from tuner.cli.study_winner import winner_command
+from tuner.lab import run as lab_run
+from tuner.lab.study import Study
+from tuner.studies.ab import ABError, run_ab
+from tuner.studies.search import SearchError, objectives_for, run_search
+from tuner.studies.sequential import Spending
+from tuner.studies.space import Space, SpaceError, load_space, parse_param
+from tuner.studies.sweep import SweepError, run_sweep
+from tuner.trials.slots import SlotError, parse_gpu_list
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -93,14 +104,12 @@ def make_runner(
 
     Tests replace this function to run an engine double (tests/support/study_cli.py).
     """
-    from tuner.lab import run as lab_run
 
     return lab_run.runner(store, lab_run.RunOptions(startup_timeout=startup_timeout), on_event)
 
 
 def use_gpus(command: str, runner: TrialRunner, gpus: str | None) -> None:
     """Restricts the runner to ``--gpus`` and finds the GPUs now, so a bad list is a usage error."""
-    from tuner.trials.slots import SlotError, parse_gpu_list
 
     try:
         runner.gpus = parse_gpu_list(gpus) if gpus is not None else None
@@ -111,7 +120,6 @@ def use_gpus(command: str, runner: TrialRunner, gpus: str | None) -> None:
 
 def _run_async(command: str, make: Callable[[], Awaitable[T]]) -> T:
     """Runs the study; SIGTERM cancels like Ctrl-C (engine stopped, trial marked interrupted)."""
-    import asyncio
 
     async def main() -> T:
         task = asyncio.current_task()
@@ -204,7 +212,6 @@ def study_runner(
     inside one; the store is closed however the study ends. ``prepare`` adjusts the
     runner before any trial starts (``--gpus`` through :func:`use_gpus`).
     """
-    from tuner.cli.study_output import StudyProgress
 
     store = opt.open_store(command, store_path)
     try:
@@ -221,7 +228,6 @@ def _emit(
     report: T, as_json: bool, to_dict: Callable[[T], object], show: Callable[[T], None]
 ) -> None:
     """The report as JSON on stdout (``--json``) or as the command's tables."""
-    from tuner.cli.study_output import dump
 
     if as_json:
         typer.echo(dump(to_dict(report)))
@@ -349,10 +355,6 @@ def _run_ab(
     Returns the report and the output guard's verdict on its arms (read while the
     store is open).
     """
-    from tuner.cli.guard_view import ab_guard_of
-    from tuner.lab.study import Study
-    from tuner.studies.ab import ABError, run_ab
-    from tuner.studies.sequential import Spending
 
     guards: list[ArmsGuard] = []
 
@@ -395,8 +397,6 @@ def _print_ab_report(report: ABReport, arms: ArmsGuard, as_json: bool) -> None:
     """The A/B report: its JSON, or the table (tuner.cli.study_output) and the summary;
     both with what the output guard says about the arms (tuner.trials.guard_check.ab_guard).
     """
-    from tuner.cli.guard_view import arms_json
-    from tuner.cli.study_output import dump, print_ab
 
     if as_json:
         typer.echo(dump({**report.to_dict(), "output_guard": arms_json(arms)}))
@@ -407,8 +407,6 @@ def _print_ab_report(report: ABReport, arms: ArmsGuard, as_json: bool) -> None:
 
 def _print_stored_ab(study: str | None, store_path: str | None, as_json: bool) -> None:
     """``tunelab ab --report``: the study's last A/B, rebuilt from its stored trials."""
-    from tuner.cli.guard_view import ab_guard_of
-    from tuner.lab.study import Study
 
     if not study:
         raise opt.usage_error("ab", "--report needs --study NAME (`tunelab results` lists studies)")
@@ -453,9 +451,6 @@ def sweep_command(
     no_prune: NoPruneOpt = False,
 ) -> None:
     """Sweep one knob over values (rest fixed); --descent moves on knob by knob keeping the best."""
-    from tuner.cli.study_output import print_sweep
-    from tuner.studies.space import SpaceError
-    from tuner.studies.sweep import SweepError, run_sweep
 
     params = _sweep_params(spec, descent)
     constraints, goodput = split_slo("sweep", slo)
@@ -492,7 +487,6 @@ def sweep_command(
 
 def _sweep_params(spec: str, descent: list[str] | None) -> list[Param]:
     """The swept knob and the --descent ones (tuner.studies.space), each knob once."""
-    from tuner.studies.space import SpaceError, parse_param
 
     try:
         params = [parse_param(spec), *(parse_param(d) for d in descent or [])]
@@ -539,9 +533,6 @@ def tune_command(
     no_prune: NoPruneOpt = False,
 ) -> None:
     """Search a space with Optuna under SLO constraints; resumable, and shareable between nodes."""
-    from tuner.cli.study_output import print_search
-    from tuner.studies.search import SearchError, run_search
-    from tuner.studies.space import SpaceError
 
     constraints, goodput = split_slo("tune", slo)
     space = _tune_space(objective, latency_metric, space_file, param, constraints)
@@ -587,8 +578,6 @@ def _tune_space(
 ) -> Space:
     """The search space (file, then --param, then --slo bounds); the objective checked by
     tuner.studies.search before any trial."""
-    from tuner.studies.search import SearchError, objectives_for
-    from tuner.studies.space import Space, SpaceError, load_space, parse_param
 
     if objective not in ("throughput", "latency", "pareto"):
         raise opt.usage_error(

@@ -11,6 +11,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tuner.cli import options as opt
+from tuner.lab.values import ValueTextError
+from tuner.lab.values import parse_fraction as parse
+from tuner.studies.space import SpaceError, parse_constraint
 
 if TYPE_CHECKING:
     from tuner.studies.space import Constraint
@@ -18,7 +21,6 @@ if TYPE_CHECKING:
 
 def split_slo(command: str, items: list[str] | None) -> tuple[list[Constraint], str | None]:
     """Separates METRIC<=VALUE constraints from KEY:MS goodput SLOs (joined for make_workload)."""
-    from tuner.studies.space import SpaceError, parse_constraint
 
     constraints: list[Constraint] = []
     goodput: list[str] = []
@@ -42,8 +44,6 @@ def parse_fraction(command: str, option: str, text: str | None) -> float | None:
     """``2%`` or ``0.02`` → 0.02 (tuner.lab.values.parse_fraction); a usage error names the option."""
     if text is None:
         return None
-    from tuner.lab.values import ValueTextError
-    from tuner.lab.values import parse_fraction as parse
 
     try:
         return parse(text)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from tuner.cli import options as opt
-from tuner.cli.guard_view import baseline_of
+from tuner.cli.guard_view import baseline_of, guard_json, winner_guard_lines
 from tuner.cli.safe_text import clean
 from tuner.cli.study_input import split_slo
 from tuner.cli.study_options import (
@@ -25,6 +25,9 @@ from tuner.cli.study_options import (
     WinnerSloOpt,
     WinnerStudyOpt,
 )
+from tuner.cli.study_output import dump, print_winner
+from tuner.studies.winner import WinnerError, pick_winner
+from tuner.trials.guard_check import guard_verdicts, require_guard
 
 if TYPE_CHECKING:
     from tuner.studies.winner import WinnerReport
@@ -42,7 +45,6 @@ def winner_command(
 ) -> None:
     """The best trial of a study by its objective among those meeting the SLO, with its margin
     and what the output guard says about it (``--require-guard`` leaves drifted ones out)."""
-    from tuner.studies.winner import WinnerError, pick_winner
 
     constraints, goodput = split_slo("winner", slo)
     if goodput:
@@ -74,7 +76,6 @@ def winner_command(
 
 def _guard_filter(trials: list[Trial], require: str | None, baseline: Trial | None) -> GuardFilter:
     """The winner's candidates under ``--require-guard`` (tuner.trials.guard_check.require_guard)."""
-    from tuner.trials.guard_check import require_guard
 
     try:
         return require_guard(trials, require, baseline)  # type: ignore[arg-type]
@@ -87,9 +88,6 @@ def _print_winner(
 ) -> None:
     """The winner (tuner.cli.study_output) with its output-guard verdict and what
     ``--require-guard`` left out; in ``--json`` as ``output_guard``."""
-    from tuner.cli.guard_view import guard_json, winner_guard_lines
-    from tuner.cli.study_output import dump, print_winner
-    from tuner.trials.guard_check import guard_verdicts
 
     point = report.winner
     named = point.representative()

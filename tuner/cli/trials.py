@@ -12,6 +12,7 @@ All three first mark trials of a killed tunelab as interrupted.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import signal
@@ -19,9 +20,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.console import Console
+from rich.table import Table
 
+from tuner.bench.host_noise import host_note
 from tuner.cli import options as opt
+from tuner.cli.guard_view import guard_cell, guard_json, study_guards
 from tuner.cli.safe_text import clean, markup
+from tuner.cli.trial_progress import TrialProgressDisplay
+from tuner.engine import effective
+from tuner.lab.study import Study
+from tuner.trials.export import to_csv, to_json
+from tuner.trials.guard_check import guard_of, trial_verdict
+from tuner.trials.model import Trial, TrialStatus, metric, validate_objective
+from tuner.trials.runner import run_trial
+from tuner.trials.store import StoreError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -72,9 +85,6 @@ def run_command(
     no_guard: opt.NoGuardOpt = False,
 ) -> None:
     """Run one trial: rules check, engine start, warm-up, measured run, stop; store the result."""
-    import asyncio
-
-    from tuner.trials.model import Trial, validate_objective
 
     wl = opt.WorkloadArgs(
         input_len, output_len, num_prompts, concurrency, request_rate, warmup, seed
@@ -109,10 +119,6 @@ async def _run(
     trial: Trial, store: object, startup_timeout: float, verbose: bool, guard: GuardSettings
 ) -> None:
     """Runs the trial with the display; SIGTERM cancels like Ctrl-C (engine stopped, trial interrupted)."""
-    import asyncio
-
-    from tuner.cli.trial_progress import TrialProgressDisplay
-    from tuner.trials.runner import run_trial
 
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
@@ -140,9 +146,6 @@ def results_command(
     store_path: opt.StoreOpt = None,
 ) -> None:
     """List stored trials: status, workload, objective, throughput, latency, output guard."""
-    from tuner.cli.guard_view import guard_json, study_guards
-    from tuner.trials.export import to_csv, to_json
-    from tuner.trials.model import TrialStatus
 
     if as_json and as_csv:
         raise opt.usage_error("results", "choose one of --json and --csv")
@@ -187,8 +190,6 @@ def show_command(
     store_path: opt.StoreOpt = None,
 ) -> None:
     """Show one trial in full: config, workload, findings, results, telemetry, log path and tail."""
-    from tuner.cli.guard_view import guard_json, study_guards
-    from tuner.trials.store import StoreError
 
     with opt.open_store("show", store_path, recover=False) as store:
         try:
@@ -211,8 +212,6 @@ def show_command(
 def _guard_line(store: TrialStore, trial: Trial) -> str | None:
     """``Output guard: ...``: the trial's drift verdict against its study baseline (issue 16)."""
     # Deferred for start-up time, like the other imports of this command.
-    from tuner.lab.study import Study
-    from tuner.trials.guard_check import guard_of, trial_verdict
 
     run = guard_of(trial)
     if run is None:
@@ -283,11 +282,6 @@ def _print_table(
     trials: list[Trial], path: Path, study: str | None, guards: dict[str, TrialGuard]
 ) -> None:
     """The trials, one row each; ``guards``: each one's output-guard verdict (tuner.cli.guard_view)."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from tuner.cli.guard_view import guard_cell
-    from tuner.trials.model import metric
 
     console = Console(highlight=False)
     if not trials:
@@ -333,7 +327,6 @@ def _print_table(
 
 def _print_trial(trial: Trial, *, tail: bool) -> None:
     """One trial in full, section by section (every stored string escaped: it is foreign)."""
-    from rich.console import Console
 
     console = Console(highlight=False)
     _print_heading(console, trial)
@@ -371,7 +364,6 @@ def _print_heading(console: Console, trial: Trial) -> None:
 
 def _print_setup(console: Console, trial: Trial) -> None:
     """What ran: vLLM and GPUs, the attention backend, the effective config, start-up, findings."""
-    from tuner.engine import effective
 
     if trial.vllm_version or trial.platform:
         gpus = f", GPUs: {', '.join(trial.gpu_names)}" if trial.gpu_names else ""
@@ -421,7 +413,6 @@ _RESULT_ROWS: tuple[tuple[str, tuple[str, ...], str], ...] = (
 
 def _print_results(console: Console, trial: Trial) -> None:
     """The measured figures (tuner.trials.model.metric reads each), goodput when there is one."""
-    from tuner.trials.model import metric
 
     if not trial.results:
         return
@@ -429,7 +420,6 @@ def _print_results(console: Console, trial: Trial) -> None:
         console.print(f"  {label:<22} " + " / ".join(_fmt(metric(trial, k), spec) for k in keys))
     if trial.results.get("request_goodput") is not None:
         console.print(f"  {'goodput req/s':<22} {_fmt(trial.results['request_goodput'], ',.2f')}")
-    from tuner.bench.host_noise import host_note
 
     host = host_note(trial.results)
     if host:
