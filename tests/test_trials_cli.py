@@ -12,6 +12,7 @@ import typer
 from typer.testing import CliRunner
 
 from tuner.bench.workload import Workload
+from tuner.cli import run as run_cli
 from tuner.cli import trials as trials_cli
 from tuner.config import EngineConfig
 from tuner.trials.model import Trial, TrialStatus
@@ -21,6 +22,7 @@ from tuner.trials.store import TrialStore
 @pytest.fixture
 def app() -> typer.Typer:
     app = typer.Typer()
+    run_cli.register(app)
     trials_cli.register(app)
     return app
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import os
 import signal
 from pathlib import Path
@@ -35,6 +36,7 @@ from tuner.config import EngineConfig
 from tuner.lab import checks
 from tuner.lab import target as lab_target
 from tuner.telemetry import Backend, Sampler
+from tuner.trials.store import StoreError, TrialNotFound
 
 if TYPE_CHECKING:
     from tuner.lab.run import RunOptions
@@ -110,7 +112,6 @@ class TunelabApp(WorkerErrors, KeyActions, App[None]):
     @work(thread=True, group="warm", exit_on_error=False)
     def warm_imports(self) -> None:
         """Load what the first r, t, c or e needs, once the screen is up (not on a key press)."""
-        import importlib
 
         for name in WARM_MODULES:
             importlib.import_module(name)
@@ -121,6 +122,7 @@ class TunelabApp(WorkerErrors, KeyActions, App[None]):
 
     def run_options(self) -> RunOptions:
         """How the next trial runs: the services' engine, the session's target, the sampler."""
+        # Deferred: the engine stack loads when a job starts, not at first paint.
         from tuner.lab.run import RunOptions
 
         session, services = self.session, self.session.services
@@ -200,6 +202,7 @@ class TunelabApp(WorkerErrors, KeyActions, App[None]):
     @work(thread=True, exclusive=True, group="config", exit_on_error=False)
     def load_start_config(self, model: str | None, preset: Path | None) -> None:
         """The demo config, a --preset, or a bare --model (tuner.lab.config); off the event loop."""
+        # Deferred: loads with the first config change, not at first paint.
         from tuner.lab import config as lab_config
 
         try:
@@ -230,6 +233,7 @@ class TunelabApp(WorkerErrors, KeyActions, App[None]):
         if model == DEMO_LABEL:
             self.load_start_config(DEMO_LABEL, None)
             return
+        # Deferred: loads with the first config change, not at first paint.
         from tuner.lab import config as lab_config
 
         try:
@@ -251,6 +255,7 @@ class TunelabApp(WorkerErrors, KeyActions, App[None]):
         self.jobs.submit_ab()
 
     def action_sweep(self) -> None:
+        # Deferred to first use: the first paint composes the main screen only.
         from tui.screens.sweep import SweepDialog, suggest
 
         focused = self.focused
@@ -282,6 +287,7 @@ class TunelabApp(WorkerErrors, KeyActions, App[None]):
         if len(fixable) == 1:
             self.apply_fix(fixable[0])
             return
+        # Deferred to first use: the first paint composes the main screen only.
         from tui.screens.fix_picker import FixPicker
 
         def chosen(finding: Finding | None) -> None:
@@ -292,6 +298,7 @@ class TunelabApp(WorkerErrors, KeyActions, App[None]):
 
     def apply_fix(self, finding: Finding) -> None:
         """Set the knob values of ``finding``'s fix and re-check."""
+        # Deferred: the study layer loads when a job or view needs it, not at first paint.
         from tuner.studies.common import describe_values
 
         fix = finding.fix or {}
@@ -306,7 +313,6 @@ class TunelabApp(WorkerErrors, KeyActions, App[None]):
         if not done:
             self.notify("No finished trial yet to use as baseline.")
             return
-        from tuner.trials.store import StoreError, TrialNotFound
 
         try:
             chosen = self.jobs.study().mark_baseline(done[-1].id)
@@ -316,6 +322,7 @@ class TunelabApp(WorkerErrors, KeyActions, App[None]):
         self.notify(f"Baseline: trial {chosen.trial.short_id}")
 
     def action_results(self) -> None:
+        # Deferred to first use: the first paint composes the main screen only.
         from tui.screens.results import ResultsScreen
 
         if not isinstance(self.screen, ResultsScreen):
@@ -328,12 +335,14 @@ class TunelabApp(WorkerErrors, KeyActions, App[None]):
             )
 
     def action_compare(self) -> None:
+        # Deferred to first use: the first paint composes the main screen only.
         from tui.screens.compare import CompareScreen
 
         if not isinstance(self.screen, CompareScreen):
             self.push_screen(CompareScreen(self.jobs.study()))
 
     def action_export(self) -> None:
+        # Deferred to first use: the first paint composes the main screen only.
         from tui.screens.export import ExportScreen
 
         if not isinstance(self.screen, ExportScreen):
@@ -342,6 +351,7 @@ class TunelabApp(WorkerErrors, KeyActions, App[None]):
             )
 
     def action_pick_model(self) -> None:
+        # Deferred to first use: the first paint composes the main screen only.
         from tui.screens.model_picker import ModelPicker
 
         def picked(model: str | None) -> None:
@@ -357,6 +367,7 @@ class TunelabApp(WorkerErrors, KeyActions, App[None]):
         if not self.jobs.active:
             await self._stop_and_exit()
             return
+        # Deferred to first use: the first paint composes the main screen only.
         from tui.screens.confirm import ConfirmQuit
 
         async def answered(yes: bool | None) -> None:

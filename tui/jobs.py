@@ -29,12 +29,12 @@ from tui.session import Session
 from tuner.rules import Severity
 from tuner.trials.events import TrialEvent
 from tuner.trials.model import Trial
+from tuner.trials.store import StoreError, TrialStore
 
 if TYPE_CHECKING:
     from tuner.lab import run as lab_run
     from tuner.lab.study import Study
     from tuner.studies.executor import TrialRunner
-    from tuner.trials.store import TrialStore
 
 Emit = Callable[[TrialEvent], None]
 
@@ -94,15 +94,13 @@ class Jobs:
     def store(self) -> TrialStore:
         """The trial store (opened on first use: the file stays off start-up)."""
         if self._store is None:
-            from tuner.trials.store import TrialStore
-
             self._store = TrialStore(self.host.session.services.store_path)
         return self._store
 
     def study(self) -> Study:
         """The session's study as the core answers questions about it (store unreadable: session)."""
+        # Deferred: the study layer loads when a job or view needs it, not at first paint.
         from tuner.lab.study import Study
-        from tuner.trials.store import StoreError
 
         session = self.host.session
         try:
@@ -152,6 +150,7 @@ class Jobs:
         """Queue an A/B: the baseline trial's config (A) against the current config (B)."""
         if not self._ready():
             return None
+        # Deferred: the engine and study stacks load when a job starts, not at first paint.
         from tuner.lab import run as lab_run
         from tuner.studies.ab import schedule
 
@@ -184,6 +183,7 @@ class Jobs:
         """Queue a sweep from ``KEY=V1,V2,...`` (the sweep dialog's text)."""
         if not self._ready():
             return None
+        # Deferred: the engine and study stacks load when a job starts, not at first paint.
         from tuner.lab import run as lab_run
         from tuner.studies.space import SpaceError
 

@@ -16,6 +16,8 @@ from textual.app import App, SystemCommand
 from textual.screen import Screen
 
 from tui.commands import ACTIONS, jump_to_knob
+from tuner import knobs as catalogue
+from tuner.errors import TunelabError
 
 # Where `p` writes the study report: the CLI's default folder (tunelab report --out).
 REPORT_DIR = "tunelab-report"
@@ -41,6 +43,7 @@ class KeyActions:
                 yield command
 
     def action_help(self) -> None:
+        # Deferred to first use: the first paint composes the main screen only.
         from tui.screens.help import KeyHelp
 
         app: Any = self
@@ -48,9 +51,11 @@ class KeyActions:
             app.push_screen(KeyHelp())
 
     def action_find_knob(self) -> None:
+        # Deferred to first use: the first paint composes the main screen only.
         from tui.screens.knob_jump import KnobJump
+
+        # Deferred: the panel imports tui.messages, which imports this module.
         from tui.widgets.knob_panel import KnobPanel
-        from tuner import knobs as catalogue
 
         app: Any = self
         # From the catalogue, not the mounted rows: late groups may still be mounting.
@@ -65,6 +70,7 @@ class KeyActions:
         app.push_screen(KnobJump(available), chosen)
 
     def action_engine_log(self) -> None:
+        # Deferred to first use: the first paint composes the main screen only.
         from tui.screens.log_view import LogView
 
         app: Any = self
@@ -72,6 +78,7 @@ class KeyActions:
             app.push_screen(LogView(app.main.run_panel.engine_log))
 
     def action_jobs(self) -> None:
+        # Deferred to first use: the first paint composes the main screen only.
         from tui.screens.jobs import JobsView
 
         app: Any = self
@@ -81,6 +88,7 @@ class KeyActions:
     @work(thread=True, group="jobs-check", exit_on_error=False)
     def announce_jobs(self) -> None:
         """At start-up: say so when detached jobs run (the way back after an SSH drop)."""
+        # Deferred: the service client (httpx) loads only when jobs are listed.
         from tuner.service.client import ServiceClient
 
         with ServiceClient(start=False) as client:
@@ -105,7 +113,7 @@ class KeyActions:
         keys answered. A user error (no trials, unwritable folder) is its message
         and fix; anything else reaches the app's worker-error handler.
         """
-        from tuner.errors import TunelabError
+        # Deferred: the report writers (matplotlib) load only when a report is made.
         from tuner.report import write_report
 
         app: Any = self

@@ -27,6 +27,7 @@ def describe_failure(worker: Worker[Any], error: BaseException) -> tuple[str, Pa
     if isinstance(error, TunelabError):
         fix = f" Fix: {error.fix}" if error.fix else ""
         return f"{what} failed: {error.message}.{fix}", None
+    # Deferred: loads only when there is a crash to report.
     from tuner.crash import write_crash_report
 
     path = write_crash_report(error, ["tunelab", "tui", f"(worker {what})"])

@@ -9,7 +9,9 @@ holds the same values; a test keeps the two equal.
 
 from __future__ import annotations
 
-from tuner.config import EngineConfig
+from pathlib import Path
+
+from tuner.config import ConfigError, EngineConfig
 from tuner.demo_model import DEMO_SERVED_NAME, ensure_demo_model
 
 DEMO_MODEL_ALIAS = "tunelab:demo"
@@ -39,10 +41,6 @@ def resolve_model(model: str) -> str:
     Raises:
         ConfigError: The model is an unknown tunelab alias or a missing path.
     """
-    from pathlib import Path
-
-    from tuner.config import ConfigError
-
     if model == DEMO_MODEL_ALIAS:
         return str(ensure_demo_model())
     if model.startswith("tunelab:"):

@@ -133,6 +133,7 @@ def _write_model(out: Path, shape: TinyLlamaShape) -> None:
 
 
 def _random_weights(shape: TinyLlamaShape) -> dict[str, object]:
+    # Deferred: heavy (numpy): loaded only on the path that needs it.
     import numpy as np
 
     rng = np.random.default_rng(shape.seed)
@@ -166,6 +167,7 @@ def write_safetensors_bf16(path: Path, tensors: dict[str, object]) -> None:
     numpy has no bfloat16, so each value is rounded to nearest-even on the
     upper 16 bits of its float32 pattern: exactly what a bf16 cast does.
     """
+    # Deferred: heavy (numpy): loaded only on the path that needs it.
     import numpy as np
 
     header: dict[str, object] = {"__metadata__": {"format": "pt"}}
@@ -203,6 +205,7 @@ def _corpus() -> list[str]:
 
 
 def _write_tokenizer(out: Path, shape: TinyLlamaShape) -> None:
+    # Deferred: heavy (tokenizers): loaded only on the path that needs it.
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
     specials = ["<pad>", "<s>", "</s>", "<unk>"]

@@ -17,6 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from tuner import __version__
+from tuner.demo_model import demo_model_dir
+from tuner.introspect import IntrospectError, introspect
+from tuner.telemetry.select import select_backend
 
 NUMA_BALANCING_PATH = Path("/proc/sys/kernel/numa_balancing")
 _NUMA_SOURCE = (
@@ -117,9 +120,6 @@ def gather(
     numa_balancing_path: Path | None = None,
 ) -> DoctorReport:
     """Collects the report; every part that fails becomes a line, never an exception."""
-    from tuner.demo_model import demo_model_dir
-    from tuner.introspect import IntrospectError, introspect
-
     problems: list[str] = []
     try:
         info = introspect(python, refresh=refresh)
@@ -134,6 +134,7 @@ def gather(
         info = None
     differences: list[dict[str, Any]] = []
     if info is not None and info.available:
+        # Deferred: only `doctor --compare` needs the catalogue comparison.
         from tuner.introspect_compare import compare_with_catalogue
 
         differences = [d.to_dict() for d in compare_with_catalogue(info)]
@@ -159,7 +160,6 @@ def gather(
 
 
 def _gpus(choice: str) -> tuple[str, int, list[str]]:
-    from tuner.telemetry.select import select_backend
 
     backend = select_backend(choice)
     try:

@@ -25,6 +25,9 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tuner.introspect import IntrospectError, fast_vllm_status
+from tuner.telemetry.select import select_backend
+
 if TYPE_CHECKING:
     from tuner.telemetry.base import Backend
 
@@ -184,8 +187,6 @@ def gpu_facts(backend: str | Backend = "auto") -> dict[str, Any]:
         backend: A telemetry choice (auto, amd, nvidia, none) or an opened backend
             (closed here once read).
     """
-    from tuner.telemetry.select import select_backend
-
     # Opened; a NoneBackend (0 GPUs) when no library works.
     source = select_backend(backend) if isinstance(backend, str) else backend
     try:
@@ -208,8 +209,6 @@ def gpu_facts(backend: str | Backend = "auto") -> dict[str, Any]:
 
 def collect(python: str = sys.executable, *, telemetry: str | Backend = "auto") -> Fingerprint:
     """This node's fingerprint for the vLLM of ``python`` (seconds: one small subprocess)."""
-    from tuner.introspect import IntrospectError, fast_vllm_status
-
     packages = package_facts(python)
     try:
         version, _ = fast_vllm_status(python)

@@ -49,6 +49,7 @@ class JobsView(Screen[None]):
 
     @work(thread=True, exclusive=True, group="jobs-list")
     def refresh_jobs(self) -> None:
+        # Deferred: the service client (httpx) loads only when jobs are listed.
         from tuner.service.client import ServiceClient
 
         with ServiceClient() as client:
@@ -114,6 +115,7 @@ class JobsView(Screen[None]):
 
     @work(thread=True, group="jobs-stop")
     def _stop(self, job_id: str) -> None:
+        # Deferred: the service client (httpx) loads only when jobs are listed.
         from tuner.service.client import ServiceClient
 
         with ServiceClient() as client:

@@ -281,6 +281,8 @@ class MainScreen(Screen[None]):
     @on(JobFinished)
     def _job_finished(self, message: JobFinished) -> None:
         from tuner.studies.ab import ABReport  # a job ran: the study modules are loaded
+
+        # Deferred: the study layer loads when a job or view needs it, not at first paint.
         from tuner.studies.sweep import SweepReport
 
         panel = self.run_panel

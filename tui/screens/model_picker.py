@@ -42,6 +42,7 @@ class ModelPicker(ModalScreen[str | None]):
     @work(thread=True, exclusive=True, exit_on_error=False)
     def scan(self) -> None:
         try:
+            # Deferred: heavy (huggingface_hub): loaded only on the path that needs it.
             from huggingface_hub import scan_cache_dir
 
             info = scan_cache_dir()

@@ -26,6 +26,7 @@ from textual.containers import Vertical
 from textual.timer import Timer
 from textual.widgets import ProgressBar, RichLog, Static
 
+from tuner import paths
 from tuner.engine import effective
 from tuner.trials import events as ev
 
@@ -389,7 +390,6 @@ def slots_text(status: ev.StudyStatus) -> Text:
 
 def _log_path(trial_id: str) -> Path | None:
     """Where the runner writes the trial's engine log (tuner/trials/runner.py: trials_dir()/id)."""
-    from tuner import paths
 
     try:
         return paths.trials_dir() / trial_id / "engine.log"

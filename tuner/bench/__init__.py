@@ -35,6 +35,7 @@ _LAZY = {
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
+        # Deferred: resolves the lazily named attribute.
         import importlib
 
         return getattr(importlib.import_module(_LAZY[name]), name)

@@ -70,7 +70,6 @@ def ablate_command(
     as_json: opt.JsonOpt = False,
 ) -> None:
     """Leave-one-out A/Bs of a winner's knobs; drops those inside the noise; the minimal preset."""
-
     store = opt.open_store("ablate", store_path)
     try:
         winner, baseline = _pair(store, trial_id, baseline_id)
@@ -115,7 +114,6 @@ def ablate_command(
 
 def _pair(store: TrialStore, trial_id: str, baseline_id: str | None) -> tuple[Trial, Trial]:
     """The winner and its baseline from the store (usage errors for unknown or unfinished ones)."""
-
     try:
         winner = store.get(trial_id)
         if baseline_id is not None:
@@ -144,7 +142,6 @@ def _print_knob(effect: KnobEffect) -> None:
 
 def minimal_preset(report: AblationReport, winner: Trial) -> Preset:
     """The minimal config as a preset carrying each knob's effect and its own measured figure."""
-
     results: dict[str, Any] = {"objective": report.objective}
     source = report.confirmation or (report.effects[0].report if report.effects else None)
     row = source.objective_row if source is not None else None

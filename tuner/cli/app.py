@@ -30,7 +30,7 @@ COMMANDS: dict[str, str] = {
     "presets": "presets",
     "export": "export",
     "bench": "bench",
-    "run": "trials",
+    "run": "run",
     "results": "trials",
     "show": "trials",
     "ab": "studies",

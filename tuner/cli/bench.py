@@ -32,7 +32,6 @@ from tuner.lab.workload import BY_NAME, parse_field
 if TYPE_CHECKING:
     from tuner.bench.progress import BenchProgress
     from tuner.bench.runner import BenchResult
-    from tuner.bench.workload import Workload
 
 
 def register(app: typer.Typer) -> None:
@@ -47,7 +46,6 @@ def _fail(message: str) -> typer.Exit:
 
 def clean(text: str) -> str:
     """Server text without terminal escapes (tuner.bench.text, imported late for start-up)."""
-
     return _clean(text)
 
 
@@ -141,7 +139,6 @@ def bench_command(
     api_key_env: bo.ApiKeyEnvOpt = None,
 ) -> None:
     """Benchmark a running vLLM (or any OpenAI-compatible) server."""
-
     headers = _headers(header or [], api_key_env)
     if output is not None:
         _check_output(output)
@@ -182,7 +179,6 @@ def _parsed(name: str, text: str) -> object:
     Raises:
         WorkloadError: naming the flag and what it takes.
     """
-
     field = BY_NAME[name]
     return parse_field(field, text, field.flag)
 
@@ -197,7 +193,6 @@ def _measure(
     live: bool,
 ) -> BenchResult:
     """Runs the benchmark (tuner.bench.runner) with the live line on stderr unless ``--json``."""
-
     with _LiveProgress(enabled=live) as progress:
         try:
             return asyncio.run(
@@ -242,7 +237,7 @@ class _LiveProgress:
 
     def __enter__(self) -> _LiveProgress:
         if self._enabled:
-            from rich.console import Console
+            # Deferred: the progress bar loads only when a benchmark runs.
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
             self._progress = Progress(

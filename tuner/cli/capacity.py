@@ -31,7 +31,7 @@ from tuner.studies.slo import SLOError, parse_slo
 if TYPE_CHECKING:
     from tuner.bench.workload import Workload
     from tuner.config import EngineConfig
-    from tuner.studies.capacity import CapacityAB, CapacityReport, Grid, LaunchCapacity
+    from tuner.studies.capacity import CapacityReport, LaunchCapacity
     from tuner.studies.slo import SLO
 
 SloOpt = Annotated[
@@ -130,7 +130,6 @@ def capacity_command(
     as_json: opt.JsonOpt = False,
 ) -> None:
     """Capacity under an SLO: the largest concurrency (or rate) meeting it, over N launches."""
-
     try:
         target = parse_slo(slo)
         unit = step if step is not None else (1.0 if by == "concurrency" else 0.5)
@@ -162,7 +161,6 @@ def _arm_b(
     allow_code: bool,
 ) -> EngineConfig:
     """Arm B: its preset (or A's) with the shared --set items, then the --b-set items on top."""
-
     config = opt.make_config("capacity", preset, model, set_items, allow_code=allow_code)
     try:
         return lab_config.apply_items(config, b_set, allow_code=allow_code)
@@ -174,7 +172,6 @@ def _run(
     plan: _Plan, store_path: str | None, startup_timeout: float, verbose: bool, quiet: bool
 ) -> CapacityReport | CapacityAB:
     """Runs the capacity study (or capacity A/B) with the study progress display."""
-
     arms = 2 if plan.b is not None else 1
     kwargs: dict[str, Any] = {
         "launches": plan.launches,
@@ -206,7 +203,6 @@ def _run(
 
 def _finish(report: CapacityReport | CapacityAB, as_json: bool) -> None:
     """Prints the report; exit 1 when nothing (or an arm) measured no capacity."""
-
     if as_json:
         typer.echo(dump(report.to_dict()))
     elif isinstance(report, CapacityAB):
@@ -239,7 +235,6 @@ def _print_arm_launch(arm: str, answer: LaunchCapacity) -> None:
 
 def print_capacity(report: CapacityReport, arm: str | None = None) -> None:
     """The per-launch table and the one-line answer."""
-
     title = f"capacity — study {markup(report.study)}" + (f", arm {arm}" if arm else "")
     table = Table(title=title, title_justify="left")
     for name in ("launch", "capacity", "first miss", "probes (✗ = missed)", "note"):

@@ -63,7 +63,6 @@ def check_command(
     allow_code: co.AllowCodeOpt = False,
 ) -> None:
     """Check a config against the rules for its target; exit 1 on errors, 2 on bad input."""
-
     _check_version(vllm_version)
     spec = _gpu(gpu)
     loaded = _load_preset(preset, allow_code) if preset else None
@@ -134,7 +133,6 @@ def _target(
     loaded: Any, version: str | None, platform: str | None, gpus: int | None, vram: float | None
 ) -> tuple[Target, list[str]]:
     """The target (tuner.lab.target.for_check owns the precedence)."""
-
     return for_check(version, platform, gpus, vram, getattr(loaded, "target", None))
 
 
@@ -158,7 +156,6 @@ def _workload(
     goal: str | None,
 ) -> WorkloadShape | None:
     """The rules' workload (tuner.lab.workload.shape_for_check owns the merge)."""
-
     stored = getattr(loaded, "workload", None)
     return shape_for_check(stored, input_len, output_len, concurrency, goal)
 

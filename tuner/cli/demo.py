@@ -11,5 +11,4 @@ def register(app: typer.Typer) -> None:
     @app.command("demo-model")
     def demo_model() -> None:
         """Create the tiny Llama model for the embedded CPU engine (if missing) and print its path."""
-
         typer.echo(str(ensure_demo_model()))

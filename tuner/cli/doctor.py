@@ -25,7 +25,6 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Python, tunelab, vLLM (version, platform, how it starts), GPUs and the demo model."""
-
         report = gather(python, refresh=refresh)
         if as_json:
             typer.echo(json.dumps(report.to_dict(), indent=2, default=str))

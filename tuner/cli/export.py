@@ -70,7 +70,6 @@ def export_command(
     ] = False,
 ) -> None:
     """Export a trial or a preset as TOML, launch script, vLLM YAML and docker line."""
-
     if (trial is None) == (preset is None):
         raise _fail("give either a TRIAL id or --preset FILE (not both, not neither)")
     allowed = tuple(allow_env or ())

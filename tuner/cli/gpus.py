@@ -66,7 +66,6 @@ def gpus(
     ] = None,
 ) -> None:
     """Show GPU utilisation, VRAM, power, temperatures, clocks, partitions and processes."""
-
     console = Console()
     chosen = select_backend(backend.value)
     try:

@@ -29,7 +29,6 @@ _STYLE = {"same": "green", "close": "yellow", "drifted": "bold red", "baseline":
 
 def baseline_of(store: TrialStore, study: str) -> Trial | None:
     """The study's baseline trial (tuner.lab.study: marked, else the first finished)."""
-
     found = Study(store, study).baseline()
     return found.trial if found is not None else None
 
@@ -40,7 +39,6 @@ def study_guards(store: TrialStore, trials: Sequence[Trial]) -> dict[str, TrialG
     ``trials`` may mix studies (``tunelab results`` without ``--study``): each
     study's trials are judged against that study's baseline.
     """
-
     by_study: dict[str, list[Trial]] = {}
     for trial in trials:
         by_study.setdefault(trial.study, []).append(trial)
@@ -75,7 +73,6 @@ def ab_guard_of(store: TrialStore, report: ABReport) -> ArmsGuard:
     The arms are the report's trial ids (``ABReport.trials``) read back from the
     store, as tuner.report.data gathers them for the study report.
     """
-
     by_id = {t.id: t for t in store.list(study=report.study)}
     arms = {arm: [by_id[i] for i in report.trials.get(arm, []) if i in by_id] for arm in ("A", "B")}
     return ab_guard(arms["A"], arms["B"], baseline_of(store, report.study))

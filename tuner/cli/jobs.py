@@ -54,7 +54,6 @@ def jobs_start(
     ] = False,
 ) -> None:
     """Run a tunelab command as a detached job: `tunelab jobs start -- ab --a-set ...`."""
-
     args = list(ctx.args)
     if not args:
         raise typer.BadParameter("give the command after `--`, e.g. `tunelab jobs start -- ab ...`")
@@ -83,7 +82,6 @@ def _follow(client: Any, job_id: str) -> None:
 @jobs_app.command("follow")
 def jobs_follow(job_id: Annotated[str, typer.Argument(help="Job id or a unique prefix.")]) -> None:
     """Show a job's output from the start and as it grows, until it ends."""
-
     with ServiceClient() as client:
         _follow(client, job_id)
 
@@ -91,7 +89,6 @@ def jobs_follow(job_id: Annotated[str, typer.Argument(help="Job id or a unique p
 @jobs_app.command("log")
 def jobs_log(job_id: Annotated[str, typer.Argument(help="Job id or a unique prefix.")]) -> None:
     """Print a job's output so far."""
-
     with ServiceClient() as client:
         offset = 0
         while True:
@@ -105,7 +102,6 @@ def jobs_log(job_id: Annotated[str, typer.Argument(help="Job id or a unique pref
 @jobs_app.command("stop")
 def jobs_stop(job_id: Annotated[str, typer.Argument(help="Job id or a unique prefix.")]) -> None:
     """Stop a job as Ctrl-C would (its engines are stopped; the trial is kept as interrupted)."""
-
     with ServiceClient() as client:
         job = client.stop(job_id)
     typer.echo(job_line(job))

@@ -62,7 +62,6 @@ def knobs_command(
     ] = None,
 ) -> None:
     """List every knob tunelab knows, for the target vLLM version and platform."""
-
     if vllm_version is not None:
         try:
             parse_version(vllm_version)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
@@ -30,9 +30,6 @@ from tuner.lab import config as lab_config
 from tuner.lab.run import guard_settings
 from tuner.lab.workload import BY_NAME, WorkloadField, workload_from_texts
 from tuner.trials.store import StoreError, TrialStore
-
-if TYPE_CHECKING:
-    from tuner.trials.store import TrialStore
 
 
 def workload_option(name: str) -> Any:
@@ -221,7 +218,6 @@ class WorkloadArgs:
 
 def _no_gpu() -> bool:
     """True when the installed vLLM runs on CPU (or there is none): the demo is the default."""
-
     try:
         info = introspect(sys.executable)
     except IntrospectError:
@@ -271,7 +267,6 @@ def make_config(
 
 def open_store(command: str, path: str | None = None, *, recover: bool = True) -> TrialStore:
     """Opens the trial store and marks trials of dead tunelab processes as interrupted."""
-
     try:
         store = TrialStore(path)
     except StoreError as exc:

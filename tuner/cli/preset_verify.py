@@ -58,7 +58,6 @@ def verify_command(
     as_json: opt.JsonOpt = False,
 ) -> None:
     """Re-run the preset's \\[workload] here; exit 1 on a significant regression vs its \\[results]."""
-
     margin = 0.0 if tolerance.strip() in ("0", "0%") else None
     if margin is None:
         margin = studies.parse_fraction("presets verify", "--tolerance", tolerance) or 0.0
@@ -109,7 +108,6 @@ def verify_command(
 
 def _environment_differences(preset: object) -> list[str]:
     """What differs between the preset's recorded environment and this node (empty: unknown)."""
-
     return differences_from_preset(preset)
 
 

@@ -28,6 +28,7 @@ from tuner.export.render import parse_formats, render_texts
 from tuner.export.validate import validate_text
 from tuner.introspect import IntrospectError, introspect
 from tuner.knobs.gpus import from_telemetry_name
+from tuner.knobs.versions import parse_version
 from tuner.lab.checks import blocks_run
 from tuner.model import ModelError, analyze
 from tuner.rules import Target, WorkloadShape, check
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from tuner.export.preset import Preset
-    from tuner.rules import Finding, Target
+    from tuner.rules import Finding
 
 presets_app = typer.Typer(
     name="presets",
@@ -70,7 +71,6 @@ def list_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
 ) -> None:
     """List the shipped presets and yours, with their target and purpose."""
-
     entries = list_presets()
     if as_json:
         rows = [
@@ -122,7 +122,6 @@ def show_command(
     ] = False,
 ) -> None:
     """Print a preset, or what it exports to (launch script, YAML, docker line)."""
-
     try:
         path = find_preset(name)
         (which,) = parse_formats(fmt)[:1]
@@ -182,7 +181,6 @@ def check_command(
     ] = False,
 ) -> None:
     """Validate a preset and check it against its target; exit 1 on errors."""
-
     path = _resolve_checked(file, vllm_version)
     report, preset = _validated(path, allow_env, allow_code)
     if preset is None:
@@ -208,7 +206,6 @@ def check_command(
 
 def _resolve_checked(file: str, vllm_version: str | None) -> Path:
     """The preset's path (a file or a shipped/user name), with ``--vllm-version`` checked."""
-
     try:
         found = resolve_preset(file)
     except PresetError as exc:
@@ -216,8 +213,6 @@ def _resolve_checked(file: str, vllm_version: str | None) -> Path:
     if found.note:
         typer.echo(f"note: {found.note}", err=True)
     if vllm_version is not None:
-        from tuner.knobs.versions import parse_version
-
         try:
             parse_version(vllm_version)
         except ValueError as exc:
@@ -229,7 +224,6 @@ def _validated(
     path: Path, allow_env: list[str] | None, allow_code: bool
 ) -> tuple[dict[str, Any], Preset | None]:
     """The schema check's report and the preset (None when the file is not a valid preset)."""
-
     try:
         text = read_preset_text(path)
     except PresetError as exc:
@@ -291,7 +285,6 @@ def _installed_differences(
     preset: Preset, model: Any, target: Target, findings: list[Finding]
 ) -> dict[str, Any]:
     """How the installed vLLM differs from the target, and what that changes for this preset."""
-
     try:
         info = introspect(sys.executable)
     except IntrospectError as exc:

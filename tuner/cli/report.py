@@ -26,6 +26,5 @@ def report_command(
     store_path: opt.StoreOpt = None,
 ) -> None:
     """Write report.html (self-contained, opens offline) and report.md for a study."""
-
     written = write_report(out, study=study, store_path=store_path)
     typer.echo(f"wrote {written.html} and {written.markdown} ({written.trials} trials)")

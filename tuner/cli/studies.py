@@ -80,7 +80,7 @@ if TYPE_CHECKING:
     from tuner.guard.settings import GuardSettings
     from tuner.studies.ab import ABReport
     from tuner.studies.executor import TrialRunner
-    from tuner.studies.space import Constraint, Param, Space
+    from tuner.studies.space import Constraint, Param
     from tuner.trials.events import TrialEventCallback
     from tuner.trials.guard_check import ArmsGuard
     from tuner.trials.store import TrialStore
@@ -104,13 +104,11 @@ def make_runner(
 
     Tests replace this function to run an engine double (tests/support/study_cli.py).
     """
-
     return lab_run.runner(store, lab_run.RunOptions(startup_timeout=startup_timeout), on_event)
 
 
 def use_gpus(command: str, runner: TrialRunner, gpus: str | None) -> None:
     """Restricts the runner to ``--gpus`` and finds the GPUs now, so a bad list is a usage error."""
-
     try:
         runner.gpus = parse_gpu_list(gpus) if gpus is not None else None
         runner.pool  # noqa: B018 - resolves (and checks) the GPU list before any trial starts
@@ -212,7 +210,6 @@ def study_runner(
     inside one; the store is closed however the study ends. ``prepare`` adjusts the
     runner before any trial starts (``--gpus`` through :func:`use_gpus`).
     """
-
     store = opt.open_store(command, store_path)
     try:
         with StudyProgress(title, planned, show_log=verbose, skips_extra=skips_extra) as progress:
@@ -228,7 +225,6 @@ def _emit(
     report: T, as_json: bool, to_dict: Callable[[T], object], show: Callable[[T], None]
 ) -> None:
     """The report as JSON on stdout (``--json``) or as the command's tables."""
-
     if as_json:
         typer.echo(dump(to_dict(report)))
     else:
@@ -355,7 +351,6 @@ def _run_ab(
     Returns the report and the output guard's verdict on its arms (read while the
     store is open).
     """
-
     guards: list[ArmsGuard] = []
 
     def keep(store: TrialStore, report: ABReport) -> None:
@@ -397,7 +392,6 @@ def _print_ab_report(report: ABReport, arms: ArmsGuard, as_json: bool) -> None:
     """The A/B report: its JSON, or the table (tuner.cli.study_output) and the summary;
     both with what the output guard says about the arms (tuner.trials.guard_check.ab_guard).
     """
-
     if as_json:
         typer.echo(dump({**report.to_dict(), "output_guard": arms_json(arms)}))
         return
@@ -407,7 +401,6 @@ def _print_ab_report(report: ABReport, arms: ArmsGuard, as_json: bool) -> None:
 
 def _print_stored_ab(study: str | None, store_path: str | None, as_json: bool) -> None:
     """``tunelab ab --report``: the study's last A/B, rebuilt from its stored trials."""
-
     if not study:
         raise opt.usage_error("ab", "--report needs --study NAME (`tunelab results` lists studies)")
     store = opt.open_store("ab", store_path, recover=False)
@@ -451,7 +444,6 @@ def sweep_command(
     no_prune: NoPruneOpt = False,
 ) -> None:
     """Sweep one knob over values (rest fixed); --descent moves on knob by knob keeping the best."""
-
     params = _sweep_params(spec, descent)
     constraints, goodput = split_slo("sweep", slo)
     wl = opt.WorkloadArgs(
@@ -487,7 +479,6 @@ def sweep_command(
 
 def _sweep_params(spec: str, descent: list[str] | None) -> list[Param]:
     """The swept knob and the --descent ones (tuner.studies.space), each knob once."""
-
     try:
         params = [parse_param(spec), *(parse_param(d) for d in descent or [])]
         for p in params:
@@ -533,7 +524,6 @@ def tune_command(
     no_prune: NoPruneOpt = False,
 ) -> None:
     """Search a space with Optuna under SLO constraints; resumable, and shareable between nodes."""
-
     constraints, goodput = split_slo("tune", slo)
     space = _tune_space(objective, latency_metric, space_file, param, constraints)
     wl = opt.WorkloadArgs(
@@ -578,7 +568,6 @@ def _tune_space(
 ) -> Space:
     """The search space (file, then --param, then --slo bounds); the objective checked by
     tuner.studies.search before any trial."""
-
     if objective not in ("throughput", "latency", "pareto"):
         raise opt.usage_error(
             "tune", f"--objective must be throughput, latency or pareto, not {objective!r}"

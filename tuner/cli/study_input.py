@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 
 def split_slo(command: str, items: list[str] | None) -> tuple[list[Constraint], str | None]:
     """Separates METRIC<=VALUE constraints from KEY:MS goodput SLOs (joined for make_workload)."""
-
     constraints: list[Constraint] = []
     goodput: list[str] = []
     for item in items or []:

@@ -45,7 +45,6 @@ def winner_command(
 ) -> None:
     """The best trial of a study by its objective among those meeting the SLO, with its margin
     and what the output guard says about it (``--require-guard`` leaves drifted ones out)."""
-
     constraints, goodput = split_slo("winner", slo)
     if goodput:
         raise opt.usage_error(
@@ -76,7 +75,6 @@ def winner_command(
 
 def _guard_filter(trials: list[Trial], require: str | None, baseline: Trial | None) -> GuardFilter:
     """The winner's candidates under ``--require-guard`` (tuner.trials.guard_check.require_guard)."""
-
     try:
         return require_guard(trials, require, baseline)  # type: ignore[arg-type]
     except ValueError as exc:
@@ -88,7 +86,6 @@ def _print_winner(
 ) -> None:
     """The winner (tuner.cli.study_output) with its output-guard verdict and what
     ``--require-guard`` left out; in ``--json`` as ``output_guard``."""
-
     point = report.winner
     named = point.representative()
     guards = guard_verdicts(point.trials, baseline)

@@ -1,21 +1,17 @@
-"""``tunelab run``, ``tunelab results``, ``tunelab show``: one trial, and what the store holds.
+"""``tunelab results``, ``tunelab show``: what the store holds.
 
-``run`` builds a config (preset, ``--model``, ``--set``) and a workload from
-the shared options, runs one trial with a live progress display and stores
-it; exit status 0 when it was measured, 1 when it failed or the rules
-skipped it, 2 for input tunelab cannot use. ``results`` lists stored trials
-(table, ``--json`` or ``--csv``), ``show`` prints one trial with its log's
-tail; both (not --csv) say what the output-drift guard found against the study's
-baseline (tuner.cli.guard_view), and ``run`` takes the guard's options.
-All three first mark trials of a killed tunelab as interrupted.
+``results`` lists stored trials (table, ``--json`` or ``--csv``), ``show``
+prints one trial with its log's tail; both (not --csv) say what the
+output-drift guard found against the study's baseline (tuner.cli.guard_view).
+Both first mark trials of a killed tunelab as interrupted. ``tunelab run``
+(tuner.cli.run) prints its trial with :func:`print_trial`. Neither command
+loads the engine or the HTTP stack.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
-import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -27,111 +23,25 @@ from tuner.bench.host_noise import host_note
 from tuner.cli import options as opt
 from tuner.cli.guard_view import guard_cell, guard_json, study_guards
 from tuner.cli.safe_text import clean, markup
-from tuner.cli.trial_progress import TrialProgressDisplay
+from tuner.cli.study_output import jsonable
 from tuner.engine import effective
 from tuner.lab.study import Study
 from tuner.trials.export import to_csv, to_json
 from tuner.trials.guard_check import guard_of, trial_verdict
-from tuner.trials.model import Trial, TrialStatus, metric, validate_objective
-from tuner.trials.runner import run_trial
+from tuner.trials.model import Trial, TrialStatus, metric
 from tuner.trials.store import StoreError
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
-    from tuner.guard.settings import GuardSettings
     from tuner.trials.guard_check import TrialGuard
-    from tuner.trials.model import Trial
     from tuner.trials.store import TrialStore
 
 LOG_TAIL_LINES = 20
 
 
 def register(app: typer.Typer) -> None:
-    """Adds ``run``, ``results`` and ``show`` to the tunelab CLI."""
-    app.command("run")(run_command)
+    """Adds ``results`` and ``show`` to the tunelab CLI."""
     app.command("results")(results_command)
     app.command("show")(show_command)
-
-
-def run_command(
-    preset: opt.PresetOpt = None,
-    allow_code: opt.AllowCodeOpt = False,
-    set_items: opt.SetOpt = None,
-    model: opt.ModelOpt = None,
-    input_len: opt.InputLenOpt = opt.DEFAULT_INPUT_LEN,
-    output_len: opt.OutputLenOpt = opt.DEFAULT_OUTPUT_LEN,
-    num_prompts: opt.NumPromptsOpt = opt.DEFAULT_NUM_PROMPTS,
-    concurrency: opt.ConcurrencyOpt = None,
-    request_rate: opt.RequestRateOpt = "inf",
-    warmup: opt.WarmupOpt = opt.DEFAULT_WARMUP,
-    seed: opt.SeedOpt = 0,
-    slo: opt.SloOpt = None,
-    study: opt.StudyOpt = "default",
-    objective: Annotated[
-        str,
-        typer.Option(
-            "--objective", help="Result key that ranks trials, e.g. output_throughput, p99_ttft_ms."
-        ),
-    ] = "output_throughput",
-    startup_timeout: opt.StartupTimeoutOpt = 600.0,
-    store_path: opt.StoreOpt = None,
-    verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Also print the engine's log lines.")
-    ] = False,
-    as_json: opt.JsonOpt = False,
-    guard_prompts: opt.GuardPromptsOpt = None,
-    guard_tokens: opt.GuardTokensOpt = None,
-    no_guard: opt.NoGuardOpt = False,
-) -> None:
-    """Run one trial: rules check, engine start, warm-up, measured run, stop; store the result."""
-
-    wl = opt.WorkloadArgs(
-        input_len, output_len, num_prompts, concurrency, request_rate, warmup, seed
-    )
-    workload = wl.build("run", slo)
-    try:
-        validate_objective(objective)
-    except ValueError as exc:
-        raise opt.usage_error("run", str(exc)) from None
-    config = opt.make_config("run", preset, model, set_items, allow_code=allow_code)
-    guard = opt.GuardArgs(no_guard, guard_prompts, guard_tokens).settings("run")
-    store = opt.open_store("run", store_path)
-    trial = Trial(config=config, workload=workload, study=study, objective=objective)
-    try:
-        asyncio.run(_run(trial, store, startup_timeout, verbose, guard))
-    except (KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C, or SIGTERM (cancels the run)
-        typer.echo(
-            f"tunelab run: interrupted; trial {trial.short_id} is marked {trial.status}", err=True
-        )
-        raise typer.Exit(130) from None
-    finally:
-        store.close()
-    if as_json:
-        typer.echo(json.dumps(_jsonable(trial.to_dict()), indent=1))
-    else:
-        _print_trial(trial, tail=trial.status.value == "failed")
-    if trial.status.value != "done":
-        raise typer.Exit(1)
-
-
-async def _run(
-    trial: Trial, store: object, startup_timeout: float, verbose: bool, guard: GuardSettings
-) -> None:
-    """Runs the trial with the display; SIGTERM cancels like Ctrl-C (engine stopped, trial interrupted)."""
-
-    task = asyncio.current_task()
-    loop = asyncio.get_running_loop()
-    if task is not None:
-        loop.add_signal_handler(signal.SIGTERM, task.cancel)
-    with TrialProgressDisplay(show_log=verbose) as display:
-        await run_trial(
-            trial,
-            store,  # type: ignore[arg-type]
-            on_event=display,
-            startup_timeout=startup_timeout,
-            guard=guard,
-        )
 
 
 def results_command(
@@ -146,7 +56,6 @@ def results_command(
     store_path: opt.StoreOpt = None,
 ) -> None:
     """List stored trials: status, workload, objective, throughput, latency, output guard."""
-
     if as_json and as_csv:
         raise opt.usage_error("results", "choose one of --json and --csv")
     if status is not None and status not in {s.value for s in TrialStatus}:
@@ -190,7 +99,6 @@ def show_command(
     store_path: opt.StoreOpt = None,
 ) -> None:
     """Show one trial in full: config, workload, findings, results, telemetry, log path and tail."""
-
     with opt.open_store("show", store_path, recover=False) as store:
         try:
             trial = store.get(trial_id)
@@ -199,12 +107,12 @@ def show_command(
         guard_line = _guard_line(store, trial)
         guard = study_guards(store, [trial])[trial.id]
     if as_json:
-        data = _jsonable(trial.to_dict())
+        data = jsonable(trial.to_dict())
         data["log_tail"] = _log_tail(trial.log_path, LOG_TAIL_LINES)
         data["guard_verdict"] = guard_json(guard)
         typer.echo(json.dumps(data, indent=1))
         return
-    _print_trial(trial, tail=True)
+    print_trial(trial, tail=True)
     if guard_line:
         typer.echo(guard_line)
 
@@ -231,16 +139,6 @@ def _guard_line(store: TrialStore, trial: Trial) -> str | None:
 
 
 # -- rendering --------------------------------------------------------------------
-def _jsonable(value: object) -> object:
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    return value
-
-
 def _log_tail(path: str | None, lines: int) -> list[str]:
     if not path or not Path(path).is_file():
         return []
@@ -282,7 +180,6 @@ def _print_table(
     trials: list[Trial], path: Path, study: str | None, guards: dict[str, TrialGuard]
 ) -> None:
     """The trials, one row each; ``guards``: each one's output-guard verdict (tuner.cli.guard_view)."""
-
     console = Console(highlight=False)
     if not trials:
         where = f" in study {markup(repr(study))}" if study else ""
@@ -325,9 +222,8 @@ def _print_table(
     console.print(table)
 
 
-def _print_trial(trial: Trial, *, tail: bool) -> None:
+def print_trial(trial: Trial, *, tail: bool) -> None:
     """One trial in full, section by section (every stored string escaped: it is foreign)."""
-
     console = Console(highlight=False)
     _print_heading(console, trial)
     _print_setup(console, trial)
@@ -364,7 +260,6 @@ def _print_heading(console: Console, trial: Trial) -> None:
 
 def _print_setup(console: Console, trial: Trial) -> None:
     """What ran: vLLM and GPUs, the attention backend, the effective config, start-up, findings."""
-
     if trial.vllm_version or trial.platform:
         gpus = f", GPUs: {', '.join(trial.gpu_names)}" if trial.gpu_names else ""
         slot = f", CUDA_VISIBLE_DEVICES={trial.gpu_slot}" if trial.gpu_slot else ""
@@ -413,7 +308,6 @@ _RESULT_ROWS: tuple[tuple[str, tuple[str, ...], str], ...] = (
 
 def _print_results(console: Console, trial: Trial) -> None:
     """The measured figures (tuner.trials.model.metric reads each), goodput when there is one."""
-
     if not trial.results:
         return
     for label, keys, spec in _RESULT_ROWS:

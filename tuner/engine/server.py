@@ -198,6 +198,7 @@ class Engine:
         self._monitor = asyncio.create_task(self._watch(), name="engine-monitor")
 
     async def _wait_healthy(self, started: float) -> None:
+        # Deferred: heavy (httpx): loaded only on the path that needs it.
         import httpx
 
         assert self._proc is not None

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 from tuner.config import EngineConfig
+from tuner.introspect import IntrospectError, fast_vllm_status
 
 Entry = Literal["auto", "serve", "module"]
 
@@ -33,8 +34,6 @@ def resolve_entry(python: str) -> Literal["serve", "module"]:
     metadata and never imports vllm, but runs a subprocess (~0.4 s on a busy
     2-core machine); the answer is kept for the life of the process.
     """
-    from tuner.introspect import IntrospectError, fast_vllm_status
-
     try:
         _, entry = fast_vllm_status(python)
     except IntrospectError:

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> Any:
     if name == "run_probes":
+        # Deferred: the guard's HTTP client loads only when probes run.
         from tuner.guard.run import run_probes
 
         return run_probes

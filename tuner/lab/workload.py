@@ -14,13 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING
 
 from tuner.bench.workload import Workload, WorkloadError, parse_slo
 from tuner.lab.values import ValueTextError, parse_rate, rate_text
-
-if TYPE_CHECKING:
-    from tuner.rules import WorkloadShape
+from tuner.rules import WorkloadShape
 
 
 class FieldKind(StrEnum):
@@ -159,8 +156,6 @@ def shape_for_check(
 
     None when neither says anything (the workload rules stay silent).
     """
-    from tuner.rules import WorkloadShape
-
     stored = stored or {}
     values = {
         "input_len": input_len or stored.get("input_len"),

@@ -126,6 +126,7 @@ def _apply_weights(info: ModelInfo, meta: WeightsMeta | None) -> None:
 
 
 def _from_cache(model: str, revision: str | None) -> ModelInfo | None:
+    # Deferred: heavy (huggingface_hub): loaded only on the path that needs it.
     from huggingface_hub import try_to_load_from_cache
 
     try:
@@ -146,6 +147,7 @@ def _from_cache(model: str, revision: str | None) -> ModelInfo | None:
 
 
 def _from_hub(model: str, revision: str | None) -> ModelInfo:
+    # Deferred: heavy (huggingface_hub): loaded only on the path that needs it.
     from huggingface_hub import hf_hub_download
 
     try:

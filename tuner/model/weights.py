@@ -127,6 +127,7 @@ def local_weights(directory: Path) -> WeightsMeta | None:
 
 def hub_weights(repo_id: str, revision: str | None = None) -> WeightsMeta | None:
     """Sizes from the hub's safetensors headers (HTTP range requests; no weights)."""
+    # Deferred: heavy (huggingface_hub): loaded only on the path that needs it.
     from huggingface_hub import get_safetensors_metadata
 
     try:

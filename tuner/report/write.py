@@ -38,7 +38,11 @@ def write_report(
     """
     # The renderers pull in matplotlib (~0.5 s): imported here, only when a report is made.
     from tuner.report.data import collect
+
+    # Deferred: the report writers (matplotlib) load only when a report is made.
     from tuner.report.html import render_html
+
+    # Deferred: the report writers (matplotlib) load only when a report is made.
     from tuner.report.markdown import render_markdown
 
     try:

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from tuner.studies.ab import schedule
 from tuner.studies.capacity import (
     Bracket,
     CapacityAB,
@@ -278,8 +279,6 @@ async def run_capacity_ab(
     Raises:
         CapacityError: Bad counts, or arms on different models.
     """
-    from tuner.studies.ab import schedule
-
     _check_counts(launches, probes)
     if a.model != b.model:
         raise CapacityError(

@@ -9,10 +9,13 @@ to keep that module small; ``search`` re-exports these names.
 
 from __future__ import annotations
 
+import importlib.util
 import random
 import time
+import warnings
 from typing import TYPE_CHECKING, Any
 
+from tuner import paths
 from tuner.errors import TunelabError
 from tuner.redact import redact_text, redact_url
 
@@ -30,8 +33,6 @@ class SearchError(TunelabError, ValueError):
 
 def default_storage() -> str:
     """``sqlite:///<data_dir>/optuna.db`` (moved by TUNELAB_HOME)."""
-    from tuner import paths
-
     return f"sqlite:///{paths.data_dir() / OPTUNA_DB}"
 
 
@@ -41,8 +42,6 @@ def sqlalchemy_url(url: str) -> str:
     SQLAlchemy maps a bare ``postgresql://`` to psycopg2; tunelab's ``postgres``
     extra installs psycopg 3, so the URL names it when psycopg2 is absent.
     """
-    import importlib.util
-
     bare = url.startswith(("postgresql://", "postgres://"))
     if bare and not importlib.util.find_spec("psycopg2") and importlib.util.find_spec("psycopg"):
         return "postgresql+psycopg://" + url.split("://", 1)[1]
@@ -55,9 +54,10 @@ def open_storage(url: str) -> optuna.storages.RDBStorage:
     Raises:
         SearchError: The URL is not a database URL Optuna can open.
     """
-    import warnings
-
+    # Deferred: heavy (optuna): loaded only on the path that needs it.
     import optuna
+
+    # Deferred: heavy (sqlalchemy): loaded only on the path that needs it.
     import sqlalchemy.exc
 
     # Heartbeats are what make a killed worker's point detectable; Optuna marks

@@ -283,7 +283,10 @@ def make_optuna_pruner(
     The latest decision per trial number is kept in ``decisions`` for the
     trial's record. Built lazily so importing this module loads no Optuna.
     """
+    # Deferred: heavy (optuna): loaded only on the path that needs it.
     import optuna
+
+    # Deferred: heavy (optuna): loaded only on the path that needs it.
     from optuna.trial import TrialState
 
     class DominatedPruner(optuna.pruners.BasePruner):

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import json
 import os
 import socket
@@ -34,7 +35,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+import psutil
+
 from tuner.redact import redact_url
+from tuner.rules import blocking
 from tuner.studies.common import meets, value_of
 from tuner.studies.optuna_store import (
     GRACE_S,
@@ -48,6 +52,7 @@ from tuner.studies.optuna_store import sqlalchemy_url as sqlalchemy_url  # re-ex
 from tuner.studies.pruning import ReadingLog, is_pruned, make_optuna_pruner, prunable
 from tuner.studies.space import WORKLOAD_KEYS, Constraint, Param, Space
 from tuner.studies.stats import Direction, metric_direction
+from tuner.trials.model import Trial, TrialStatus
 
 if TYPE_CHECKING:
     import optuna
@@ -57,7 +62,6 @@ if TYPE_CHECKING:
     from tuner.bench.workload import Workload
     from tuner.config import EngineConfig
     from tuner.studies.executor import TrialRunner
-    from tuner.trials.model import Trial
 
 ObjectiveMode = Literal["throughput", "latency", "pareto"]
 
@@ -94,6 +98,7 @@ def load_study(
         SearchError: The stored study optimises other objectives, or does not exist
             when ``create`` is False.
     """
+    # Deferred: heavy (optuna): loaded only on the path that needs it.
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -168,7 +173,6 @@ def check_same_setup(
 
 
 def _owner() -> dict[str, Any]:
-    import psutil
 
     proc = psutil.Process()
     return {"host": socket.gethostname(), "pid": os.getpid(), "created": proc.create_time()}
@@ -183,9 +187,6 @@ def _owner_alive(frozen: Any) -> bool | None:
     — alive unless that was longer than the grace period ago. Another host's
     worker cannot be checked here: its heartbeat decides (None).
     """
-    import datetime
-
-    import psutil
 
     owner = frozen.user_attrs.get("owner")
     if not isinstance(owner, dict):
@@ -218,9 +219,8 @@ def tell_outcome(
     Used for a trial that just ran and for one recovered after its worker was
     killed while the result was already committed in the trial store.
     """
+    # Deferred: heavy (optuna): loaded only on the path that needs it.
     from optuna.trial import TrialState
-
-    from tuner.trials.model import TrialStatus
 
     constraints = list(constraints)
     if is_pruned(done):
@@ -230,8 +230,6 @@ def tell_outcome(
         opt.tell(ot, state=TrialState.PRUNED)
         return TrialState.PRUNED
     if done.status is TrialStatus.SKIPPED:
-        from tuner.rules import blocking
-
         errors = [f.message for f in blocking(done.findings)]
         ot.set_user_attr("pruned_reason", "; ".join(errors)[:500] or "rules")
         opt.tell(ot, state=TrialState.PRUNED)
@@ -268,7 +266,10 @@ def recover_study(
     Returns:
         The Optuna trial numbers that were marked.
     """
+    # Deferred: heavy (optuna): loaded only on the path that needs it.
     import optuna
+
+    # Deferred: heavy (optuna): loaded only on the path that needs it.
     from optuna.trial import TrialState
 
     if store is not None:
@@ -299,9 +300,8 @@ def _tell_committed(
     study: optuna.Study, frozen: Any, store: Any, constraints: Iterable[Constraint]
 ) -> bool:
     """Tells the stored outcome of a dead worker's trial if its tunelab trial finished."""
+    # Deferred: heavy (optuna): loaded only on the path that needs it.
     import optuna
-
-    from tuner.trials.model import TrialStatus
 
     trial_id = frozen.user_attrs.get("tunelab_trial_id")
     if store is None or not trial_id:
@@ -427,7 +427,6 @@ async def run_search(
     Raises:
         SearchError: No parameters, n_trials < 1, or an unusable storage/study.
     """
-
     if not space.params:
         raise SearchError("the search space is empty; give --param KEY=V1,V2 or --space FILE")
     if n_trials < 1:
@@ -475,6 +474,7 @@ async def run_search(
 
 def _count(report: SearchReport, trial: Trial, outcome: TrialState, progress: Any) -> bool:
     """Add a finished point to the report; True when it counts towards ``n_trials``."""
+    # Deferred: heavy (optuna): loaded only on the path that needs it.
     from optuna.trial import TrialState
 
     report.trials.append(trial.id)
@@ -534,9 +534,8 @@ async def _measure_one(
     With a ``pruner`` the point's interim rates are reported to Optuna as it
     runs, and the point is stopped when ``should_prune`` says so.
     """
+    # Deferred: heavy (optuna): loaded only on the path that needs it.
     from optuna.trial import TrialState
-
-    from tuner.trials.model import Trial
 
     ot = opt.ask()
     ot.set_user_attr("owner", owner)

@@ -21,6 +21,8 @@ from typing import Any, Literal
 
 from tuner.config import ConfigError, EngineValue, parse_value
 from tuner.errors import TunelabError
+from tuner.knobs import coerce as knob_coerce
+from tuner.knobs import get
 
 ParamKind = Literal["categorical", "int", "float"]
 
@@ -44,8 +46,6 @@ def coerce(key: str, text: str) -> EngineValue:
         if isinstance(value, str) and value.lower() in {"inf", "none"}:
             return math.inf if value.lower() == "inf" else "none"
         return value
-    from tuner.knobs import coerce as knob_coerce
-    from tuner.knobs import get
 
     if get(key) is not None:
         try:

@@ -15,6 +15,7 @@ add a minute of start-up per point and noise nobody asked about.
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -23,14 +24,14 @@ from typing import TYPE_CHECKING, Any
 from tuner.errors import TunelabError
 from tuner.studies.common import meets, study_name, value_of
 from tuner.studies.pruning import PruneMonitor, is_pruned, prunable
-from tuner.studies.space import Constraint, Param
+from tuner.studies.space import WORKLOAD_KEYS, Constraint, Param
 from tuner.studies.stats import Direction, metric_direction
+from tuner.trials.model import Trial
 
 if TYPE_CHECKING:
     from tuner.bench.workload import Workload
     from tuner.config import EngineConfig
     from tuner.studies.executor import TrialRunner
-    from tuner.trials.model import Trial
 
 
 class SweepError(TunelabError, ValueError):
@@ -116,7 +117,6 @@ class SweepReport:
 def _apply(
     config: EngineConfig, workload: Workload, values: dict[str, Any]
 ) -> tuple[EngineConfig, Workload]:
-    from tuner.studies.space import WORKLOAD_KEYS
 
     knobs = {k: v for k, v in values.items() if k not in WORKLOAD_KEYS}
     load = {k: v for k, v in values.items() if k in WORKLOAD_KEYS}
@@ -124,7 +124,6 @@ def _apply(
 
 
 def _identity(config: EngineConfig, workload: Workload) -> str:
-    import json
 
     return config.config_id + json.dumps(workload.to_dict(), sort_keys=True)
 
@@ -169,8 +168,6 @@ def _batch(
     plan: _Plan,
 ) -> list[tuple[SweepPoint, Trial]]:
     """The step's trials, repeats interleaved across points (rep 0 of every point first)."""
-    from tuner.trials.model import Trial
-
     batch: list[tuple[SweepPoint, Trial]] = []
     for rep in range(plan.repeats):
         for point in fresh:

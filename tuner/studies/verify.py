@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING, Any
 from tuner.errors import EXIT_RUN_FAILED, TunelabError
 from tuner.studies.common import study_name, value_of
 from tuner.studies.stats import ArmStats, Direction, metric_direction, t_quantile, welch_interval
+from tuner.trials.model import Trial
 
 if TYPE_CHECKING:
     from tuner.bench.workload import Workload
     from tuner.config import EngineConfig
     from tuner.studies.executor import TrialRunner
-    from tuner.trials.model import Trial
 
 EXIT_REGRESSION = EXIT_RUN_FAILED
 PASSED = "pass"
@@ -299,8 +299,6 @@ async def run_verify(
     Raises:
         VerifyError: Fewer than 2 repeats (no interval could be formed).
     """
-    from tuner.trials.model import Trial
-
     if repeats < 2:
         raise VerifyError(f"repeats must be >= 2 for an interval, got {repeats}", fix="--repeats 3")
     label = study or study_name("verify")

@@ -28,6 +28,7 @@ from tuner.studies.stats import (
     format_relative,
     metric_direction,
 )
+from tuner.trials.model import TrialStatus
 
 if TYPE_CHECKING:
     from tuner.trials.model import Trial
@@ -110,8 +111,6 @@ def _qualifying(
     trials: Sequence[Trial], goal: str, slo: Sequence[Constraint]
 ) -> tuple[dict[str, Point], dict[str, int]]:
     """The finished trials that qualify, grouped by point, and how many were left out, by why."""
-    from tuner.trials.model import TrialStatus
-
     excluded = {
         "skipped by the rules": 0,
         "stopped early (pruned)": 0,

@@ -11,20 +11,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal
 
+from tuner.telemetry.amd import AmdSmiBackend
 from tuner.telemetry.base import Backend, BackendUnavailable, NoneBackend
+from tuner.telemetry.nvidia import NvmlBackend
 
 BackendChoice = Literal["auto", "amd", "nvidia", "none"]
 CHOICES: tuple[str, ...] = ("auto", "amd", "nvidia", "none")
 
 
 def _amd() -> Backend:
-    from tuner.telemetry.amd import AmdSmiBackend
 
     return AmdSmiBackend()
 
 
 def _nvidia() -> Backend:
-    from tuner.telemetry.nvidia import NvmlBackend
 
     return NvmlBackend()
 

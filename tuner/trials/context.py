@@ -10,16 +10,19 @@ stay silent, and the notes say so.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from tuner.engine.effective import RULE_ID
+from tuner.introspect import IntrospectError, introspect
+from tuner.model import ModelError, analyze
+from tuner.rules import Finding, Severity, Target, WorkloadShape, check
 from tuner.telemetry import select_backend
 from tuner.trials.slots import SlotError, gpu_count
 
 if TYPE_CHECKING:
     from tuner.engine.effective import EffectiveConfig
     from tuner.model import ModelInfo
-    from tuner.rules import Finding, Target
     from tuner.trials.model import Trial
 
 
@@ -56,10 +59,6 @@ def resolve_context(
 
 
 def _resolve_target(python: str) -> tuple[Target, tuple[str, ...]]:
-    from dataclasses import replace
-
-    from tuner.introspect import IntrospectError, introspect
-    from tuner.rules import Target
 
     notes: list[str] = []
     try:
@@ -101,8 +100,6 @@ def _node_gpus(notes: list[str]) -> tuple[int, float | None]:
 
 def analyze_model(model: str, notes: list[str] | None = None) -> ModelInfo | None:
     """The model's info for the rules, offline only; None (with a note) when unreadable."""
-    from tuner.model import ModelError, analyze
-
     try:
         return analyze(model, offline=True)
     except ModelError as exc:
@@ -113,8 +110,6 @@ def analyze_model(model: str, notes: list[str] | None = None) -> ModelInfo | Non
 
 def check_trial(trial: Trial, context: RunContext) -> list[Finding]:
     """The rule findings for the trial's config and workload (errors first)."""
-    from tuner.rules import WorkloadShape, check
-
     found = check(
         trial.config,
         context.model_info,
@@ -126,9 +121,6 @@ def check_trial(trial: Trial, context: RunContext) -> list[Finding]:
 
 def mismatch_findings(ran: EffectiveConfig) -> list[Finding]:
     """Each knob vLLM ran otherwise than asked, as a warning (show, run, ab and the TUI list it)."""
-    from tuner.engine.effective import RULE_ID
-    from tuner.rules import Finding, Severity
-
     return [
         Finding(
             severity=Severity.WARNING,

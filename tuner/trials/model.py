@@ -16,13 +16,11 @@ import time
 import uuid
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tuner.bench.workload import Workload
 from tuner.config import EngineConfig
-
-if TYPE_CHECKING:
-    from tuner.rules.types import Finding
+from tuner.rules.types import Finding
 
 DEFAULT_STUDY = "default"
 DEFAULT_OBJECTIVE = "output_throughput"
@@ -248,9 +246,6 @@ class Trial:
         values["config"] = cfg if isinstance(cfg, EngineConfig) else EngineConfig(**cfg)
         wl = values["workload"]
         values["workload"] = wl if isinstance(wl, Workload) else Workload.from_dict(wl)
-        # Imported here: tuner.rules loads every rule, which the TUI's first paint skips.
-        from tuner.rules.types import Finding
-
         values["findings"] = [
             f if isinstance(f, Finding) else Finding.from_dict(f)
             for f in values.get("findings") or []

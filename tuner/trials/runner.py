@@ -20,10 +20,11 @@ import secrets
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tuner import environment
-from tuner.engine import effective, proctree
+from tuner import environment, paths
+from tuner.engine import Engine, EngineSpec, EngineStartError, effective, logscan, proctree
 from tuner.engine.spec import resolve_entry
 from tuner.guard import GuardSettings
 from tuner.rules import blocking
@@ -35,7 +36,6 @@ from tuner.trials.store import TrialNotFound, TrialStore, this_process
 
 if TYPE_CHECKING:
     from tuner.config import EngineConfig
-    from tuner.engine import Engine, EngineSpec
     from tuner.telemetry.sampler import Sampler
 
 __all__ = ["MAX_FAILED_FRACTION", "RunContext", "run_trial", "run_workloads"]
@@ -99,8 +99,6 @@ async def run_workloads(
         asyncio.CancelledError: When cancelled; the active trials are marked
             interrupted and the engine is stopped first.
     """
-    from tuner.engine import Engine
-
     if not trials:
         return []
     config = _one_config(trials)
@@ -157,11 +155,6 @@ async def _engine_spec(
     the engine's environment also stored in the rows, is recovery's proof that
     the engine is ours (tuner.engine.proctree.proven_engine; issue 19).
     """
-    from pathlib import Path
-
-    from tuner import paths
-    from tuner.engine import EngineSpec
-
     entry = "auto" if engine_command else await asyncio.to_thread(resolve_entry, python)
     token = secrets.token_hex(16)
     spec = EngineSpec(
@@ -186,8 +179,6 @@ async def _serve(
     bug marks the trials not yet final as interrupted before the engine is
     stopped, so no trial stays active in the store.
     """
-    from tuner.engine import EngineStartError
-
     store = session.store
     session.engine = engine
     pending = list(runnable)
@@ -345,8 +336,6 @@ def _finish(
     store: TrialStore, trials: list[Trial], engine: Engine, stop_s: float, t_begin: float
 ) -> None:
     """After the engine is gone: timings, and the log's own reason for a crash."""
-    from tuner.engine import logscan
-
     total = time.monotonic() - t_begin
     for trial in trials:
         trial.timings["stop_s"] = stop_s

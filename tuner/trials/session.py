@@ -16,8 +16,13 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from tuner.bench.own_loop import on_loop, run_in_own_loop
+from tuner.bench.runner import run_benchmark
+from tuner.engine import proctree
+from tuner.engine.events import EngineBackendChosen, EngineLog, EngineStarting
 from tuner.errors import RunFailedError
 from tuner.guard import GuardSettings, run_probes
+from tuner.telemetry.sampler import WindowSummary
 from tuner.trials.events import (
     TrialBackend,
     TrialDone,
@@ -72,8 +77,6 @@ class EngineSession:
             self.on_event(event)
 
     def on_engine_event(self, event: EngineEvent) -> None:
-        from tuner.engine import proctree
-        from tuner.engine.events import EngineBackendChosen, EngineLog, EngineStarting
 
         trial = self.current
         if trial is None:
@@ -157,9 +160,6 @@ class EngineSession:
         Raises:
             EngineCrashed: The engine died (the trial is already marked failed).
         """
-        from tuner.bench.own_loop import on_loop, run_in_own_loop
-        from tuner.bench.runner import run_benchmark
-
         assert self.engine is not None and self.engine.url is not None
         t_start = time.monotonic()
         url, on_progress = self.engine.url, on_loop(self._progress(trial, marks))
@@ -268,7 +268,6 @@ class EngineSession:
         sampler = self.sampler
         if sampler is None or t0 is None:
             return None
-        from tuner.telemetry.sampler import WindowSummary
 
         t1 = sampler.now()
         deadline = time.monotonic() + 2.0 / sampler.rate_hz + sampler.read_timeout

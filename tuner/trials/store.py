@@ -29,9 +29,11 @@ from typing import Any
 
 import psutil
 
+from tuner import paths
 from tuner.bench.workload import Workload
 from tuner.config import EngineConfig
 from tuner.errors import TunelabError
+from tuner.trials.export import to_csv, to_json
 from tuner.trials.model import Trial, TrialStatus
 from tuner.trials.rows import BadRow, StoreScan, UnreadableRow, known_keys, one_line
 
@@ -152,8 +154,6 @@ class StudySummary:
 
 def default_path() -> Path:
     """``data_dir()/tunelab.db`` (moved wholesale by TUNELAB_HOME)."""
-    from tuner import paths
-
     return paths.data_dir() / DB_NAME
 
 
@@ -501,14 +501,10 @@ class TrialStore:
     # -- export ------------------------------------------------------------------
     def export_json(self, study: str | None = None) -> str:
         """The trials (of ``study``, or all) as a JSON array."""
-        from tuner.trials.export import to_json
-
         return to_json(self.list(study))
 
     def export_csv(self, study: str | None = None) -> str:
         """The trials (of ``study``, or all) as CSV, one row per trial."""
-        from tuner.trials.export import to_csv
-
         return to_csv(self.list(study))
 
     # -- crash recovery ----------------------------------------------------------
