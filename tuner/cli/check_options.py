@@ -15,7 +15,7 @@ import typer
 
 
 class PlatformName(StrEnum):
-    """Values of ``--platform``."""
+    """Values of ``--platform`` (of ``check``, ``knobs`` and ``presets check``)."""
 
     rocm = "rocm"
     cuda = "cuda"

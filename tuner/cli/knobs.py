@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import sys
-from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -19,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tuner import knobs
+from tuner.cli.check_options import PlatformName
 from tuner.introspect import IntrospectError, introspect
 from tuner.introspect_compare import VALUE_SET_FIELDS, knob_availability
 from tuner.knobs import choices_for
@@ -27,14 +27,6 @@ from tuner.knobs.versions import parse_version
 if TYPE_CHECKING:
     from tuner.introspect import VllmInfo
     from tuner.knobs import Knob
-
-
-class PlatformName(StrEnum):
-    """Values of ``--platform``."""
-
-    rocm = "rocm"
-    cuda = "cuda"
-    cpu = "cpu"
 
 
 def register(app: typer.Typer) -> None:

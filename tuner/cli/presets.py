@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import json
 import sys
-from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from tuner import knobs
+from tuner.cli.check_options import PlatformName
 from tuner.cli.preset_verify import verify_command
 from tuner.export.catalog import find_preset, list_presets, resolve_preset, shipped_dir, user_dir
 from tuner.export.errors import ExportError, PresetError
@@ -46,14 +46,6 @@ presets_app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-
-
-class PlatformName(StrEnum):
-    """Values of ``--platform``."""
-
-    rocm = "rocm"
-    cuda = "cuda"
-    cpu = "cpu"
 
 
 def register(app: typer.Typer) -> None:
