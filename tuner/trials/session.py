@@ -39,6 +39,7 @@ from tuner.trials.store import TrialStore
 
 if TYPE_CHECKING:
     from tuner.bench.progress import BenchProgress
+    from tuner.bench.runner import BenchResult
     from tuner.engine import Engine
     from tuner.engine.events import EngineEvent
     from tuner.telemetry.sampler import Sampler
@@ -128,7 +129,7 @@ class EngineSession:
         except Exception as exc:
             self.fail(trial, f"the benchmark failed: {type(exc).__name__}: {exc}")
             return
-        await self._record(trial, model, result.to_dict(), marks)
+        await self._record(trial, model, result, marks)
 
     def _progress(
         self, trial: Trial, marks: dict[str, float]
@@ -197,21 +198,22 @@ class EngineSession:
         return bench
 
     async def _record(
-        self, trial: Trial, model: str, data: dict[str, Any], marks: dict[str, float]
+        self, trial: Trial, model: str, result: BenchResult, marks: dict[str, float]
     ) -> None:
         """Judge and store a finished benchmark: failed if too many requests failed, else done.
 
         A done trial gets its telemetry window and, before it is saved, the
-        output-drift guard's probes on the same engine.
+        output-drift guard's probes on the same engine. The result is read
+        through its typed properties; its dict form is what the store keeps.
         """
-        completed = int(data.get("completed") or 0)
-        failed = int(data.get("failed") or 0)
-        examples = _failure_examples(data["tunelab"])
+        completed, failed = result.completed, result.failed
+        examples = result.failures.describe()
         if completed == 0:
             self.fail(trial, f"every request failed ({examples}); nothing was measured")
             return
-        telemetry = await self.telemetry(marks.get("t0"), data.get("total_output_tokens"))
-        server = data.get("tunelab", {}).get("server")
+        telemetry = await self.telemetry(marks.get("t0"), result.total_output_tokens)
+        data = result.to_dict()
+        server = result.server.to_dict()
         if failed > MAX_FAILED_FRACTION * (completed + failed):
             # Kept for diagnosis, but a failed trial is never ranked.
             why = (
@@ -295,14 +297,3 @@ class EngineCrashed(RunFailedError):
     Control flow between the session and the runner, which catches it; a run
     failure like any other (exit 1) should it ever reach a face.
     """
-
-
-def _failure_examples(tunelab: dict[str, Any]) -> str:
-    """``3 x timeout: ...; 1 x http_500: ...`` from the benchmark's failure tally (up to 3 kinds)."""
-    return (
-        "; ".join(
-            f"{tunelab['failures'].get(kind, 0)} x {kind}: {text}"
-            for kind, text in list(tunelab["failure_examples"].items())[:3]
-        )
-        or "no detail"
-    )
