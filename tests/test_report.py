@@ -203,3 +203,37 @@ def test_requested_vs_effective_mismatches_are_listed(tmp_path: Path) -> None:
         store.save_result(trial, _results(100, 10, 5))
     written = write_report(tmp_path / "out", study="m", store_path=db)
     assert html.escape(mismatch.message()) in written.html.read_text()
+
+
+def test_each_sampled_trial_gets_its_gpu_timeline(tmp_path: Path) -> None:
+    """The timeline is drawn from the stored window's series, per GPU; no series, no section."""
+    db = tmp_path / "trials.db"
+    wl = Workload(input_len=128, output_len=64, num_prompts=32, concurrency=8)
+    series = [
+        [0.0, 410.5, 90.0, 40 * 2**30],
+        [0.5, 650.0, 99.0, 41 * 2**30],
+        [1.0, None, 97.0, None],
+    ]
+    telemetry = {"gpus": [{"index": 0, "series": series}, {"index": 3, "series": series[:2]}]}
+    with TrialStore(db) as store:
+        sampled = Trial(EngineConfig(model="org/m"), wl, study="tl", created_at=1.0)
+        store.add(sampled)
+        store.save_result(sampled, _results(1000, 40, 9), telemetry=telemetry)
+        old = Trial(
+            EngineConfig(model="org/m", engine={"max-num-seqs": 4}), wl, study="tl", created_at=2.0
+        )
+        store.add(old)
+        store.save_result(old, _results(900, 40, 9), telemetry={"gpus": [{"index": 0}]})
+        data = collect(Study(store, "tl"))
+    rows = {r.trial.id: r for r in data.rows}
+    gpus = rows[sampled.id].timelines
+    assert [g.index for g in gpus] == [0, 3]
+    assert gpus[0].seconds == [0.0, 0.5, 1.0]
+    assert gpus[0].power_w == [410.5, 650.0, None]  # the gap stays a gap
+    assert gpus[0].vram_gib == [40.0, 41.0, None]
+    assert rows[old.id].timelines == []  # stored without a series: no timeline, no error
+    page = write_report(tmp_path / "out", study="tl", store_path=db).html.read_text()
+    block = page[page.index(f"id='timeline-{sampled.id}'") :]
+    assert "2 GPU(s), 3 samples, peak 650 W" in block[:300]
+    assert "<svg" in block[: block.index("</details>")]
+    assert f"timeline-{old.id}" not in page

@@ -11,7 +11,7 @@ import pytest
 from tests.fakes import fake_amdsmi
 from tuner.telemetry.amd import AmdSmiBackend
 from tuner.telemetry.base import NoneBackend
-from tuner.telemetry.sampler import Sampler
+from tuner.telemetry.sampler import SERIES_POINTS, Sampler
 from tuner.telemetry.types import GpuSnapshot
 
 
@@ -159,6 +159,41 @@ def test_window_stats_and_validation() -> None:
         assert s.to_dict()["gpus"][0]["energy_j"] == pytest.approx(475.0)
         with pytest.raises(ValueError, match="before its start"):
             sampler.window(3.0, 1.0)
+    finally:
+        sampler.stop()
+
+
+def test_window_keeps_each_gpus_samples_as_its_timeline() -> None:
+    """The report draws these points: they must be the samples, in time since the window's start."""
+    clock = FakeClock()
+    trace = piecewise([(0.0, 100.0), (2.0, None), (4.0, 100.0)])
+    sampler = Sampler(ScriptedBackend(clock, [piecewise(TRACE), trace]), history=100, clock=clock)
+    try:
+        run_script(sampler, clock, [0.0, 1.0, 2.0, 3.0, 4.0])
+        s = sampler.window(1.0, 3.0)
+        assert s.gpus[0].series == (
+            (0.0, 300.0, 50.0, 1010),
+            (1.0, 300.0, 50.0, 1020),
+            (2.0, 50.0, 50.0, 1030),
+        )
+        assert s.gpus[1].series[1] == (1.0, None, 60.0, 1020)  # a missing reading stays a gap
+        assert s.to_dict()["gpus"][0]["series"][2] == [2.0, 50.0, 50.0, 1030]  # JSON-shaped
+    finally:
+        sampler.stop()
+
+
+def test_a_long_window_is_thinned_evenly_keeping_both_ends() -> None:
+    clock = FakeClock()
+    ramp = piecewise([(0.0, 0.0), (300.0, 300.0)])
+    sampler = Sampler(ScriptedBackend(clock, [ramp]), history=1000, clock=clock)
+    try:
+        run_script(sampler, clock, [float(t) for t in range(301)])
+        series = sampler.window(0.0, 300.0).gpus[0].series
+        assert len(series) == SERIES_POINTS
+        assert series[0][:2] == (0.0, 0.0) and series[-1][:2] == (300.0, 300.0)
+        gaps = [b[0] - a[0] for a, b in itertools.pairwise(series)]
+        assert max(gaps) - min(gaps) <= 1.0  # evenly spread, not bunched at one end
+        assert all(p[1] == p[0] for p in series)  # each point is a real sample (power = t here)
     finally:
         sampler.stop()
 

@@ -141,13 +141,16 @@ def print_ab(report: ABReport) -> None:
         table.add_column(col, justify="right" if col not in ("metric", "verdict") else "left")
     for row in report.rows:
         color = {Verdict.A_BETTER: "cyan", Verdict.B_BETTER: "green"}.get(row.verdict, "dim")
+        color = "dim" if row.withheld else color
         table.add_row(
             markup(row.metric),
             row.direction.value,
             f"{_num(row.a.mean)} ± {_num(row.a.std)} (n={row.a.n})",
             f"{_num(row.b.mean)} ± {_num(row.b.std)} (n={row.b.n})",
             format_relative(row) if not row.withheld else f"not comparable: {row.withheld}",
-            f"[{color}]{row.verdict.value}[/]" if not row.withheld else "[dim]no verdict[/]",
+            f"[{color}]{row.shown_verdict}[/]"
+            if not row.withheld
+            else f"[dim]{row.shown_verdict}[/]",
         )
     console.print(table)
     for failure in report.failures:

@@ -45,6 +45,50 @@ TELEMETRY_KEYS = ("peak_vram_bytes", "mean_power_w", "energy_j", "tokens_per_jou
 LATENCY_FOR_FRONT = ("p99_ttft_ms", "p99_itl_ms")
 
 
+@dataclass(frozen=True)
+class GpuTimeline:
+    """One GPU over a trial's measured run: the stored window's samples (tuner.telemetry.sampler).
+
+    Lists run in parallel; a reading the GPU did not give stays None (a gap
+    in the plot, never a zero).
+    """
+
+    index: int
+    seconds: list[float]
+    power_w: list[float | None]
+    gfx_pct: list[float | None]
+    vram_gib: list[float | None]
+
+
+def timelines(trial: Trial) -> list[GpuTimeline]:
+    """The GPUs' timelines stored with ``trial``; empty without GPU telemetry.
+
+    A trial stored by a tunelab that kept no series, or a hand-edited row, gives
+    no timeline rather than an error: the report is made from whatever is there.
+    """
+    gpus = (trial.telemetry or {}).get("gpus")
+    out: list[GpuTimeline] = []
+    for gpu in gpus if isinstance(gpus, list) else []:
+        series = gpu.get("series") if isinstance(gpu, dict) else None
+        points = [p for p in series or [] if isinstance(p, list | tuple) and len(p) == 4]
+        if not points:
+            continue
+        out.append(
+            GpuTimeline(
+                index=int(gpu.get("index", len(out))),
+                seconds=[float(p[0]) for p in points],
+                power_w=[_number(p[1]) for p in points],
+                gfx_pct=[_number(p[2]) for p in points],
+                vram_gib=[None if (v := _number(p[3])) is None else v / 2**30 for p in points],
+            )
+        )
+    return out
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 @dataclass
 class TrialRow:
     """A trial as the report lists it."""
@@ -57,6 +101,7 @@ class TrialRow:
     delivery: str | None = None
     mismatches: list[str] = field(default_factory=list)
     guard: TrialGuard | None = None
+    timelines: list[GpuTimeline] = field(default_factory=list)
 
     @property
     def guard_seconds(self) -> float | None:
@@ -193,6 +238,7 @@ def _row(trial: Trial, base: Trial | None, guard: TrialGuard | None = None) -> T
         delivery=delivery_warning(results, short=True) if results else None,
         mismatches=_mismatches(trial),
         guard=guard,
+        timelines=timelines(trial),
     )
 
 

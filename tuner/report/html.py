@@ -166,7 +166,7 @@ def _ab_section(data: ReportData) -> str:
             _cell(_num(r.b.mean)),
             _cell(_e(format_relative(r))),
             _cell(f"{r.a.n}/{r.b.n}"),
-            _cell(_e(r.verdict.value), left=True),
+            _cell(_e(r.shown_verdict), left=True),
         ]
         for r in ab.rows
     ]
@@ -195,6 +195,41 @@ def _figures(data: ReportData) -> str:
         else "<p class='muted'>No GPU telemetry was sampled for these trials (CPU engine or no "
         "GPU library): power, VRAM and tokens per joule are not available.</p>"
     )
+    parts.append(_timelines(data))
+    return "".join(parts)
+
+
+# Timelines drawn per report: each is ~40 KB of SVG; a long search would bloat the page.
+MAX_TIMELINES = 40
+
+
+def _timelines(data: ReportData) -> str:
+    """Each sampled trial's GPU timeline, folded (the first one open), newest last."""
+    sampled = [r for r in data.rows if r.timelines]
+    if not sampled:
+        return ""
+    shown = sampled[-MAX_TIMELINES:]
+    parts = [
+        "<h2>Telemetry timelines</h2><p>Power, GFX activity and VRAM of each GPU over the "
+        "measured run of each trial, as sampled.</p>"
+    ]
+    if len(sampled) > len(shown):
+        parts.append(
+            f"<p class='muted'>The last {len(shown)} of {len(sampled)} sampled trials; "
+            "<code>tunelab show TRIAL</code> gives any trial's window.</p>"
+        )
+    for i, row in enumerate(shown):
+        peak = max((p for g in row.timelines for p in g.power_w if p is not None), default=None)
+        summary = (
+            f"{_e(row.label)} — {len(row.timelines)} GPU(s), "
+            f"{len(row.timelines[0].seconds)} samples"
+            + (f", peak {peak:.0f} W" if peak is not None else "")
+        )
+        parts.append(
+            f"<details{' open' if i == 0 else ''} class='timeline' id='timeline-{_e(row.trial.id)}'>"
+            f"<summary>{summary}</summary><div class='fig'>{plots.timeline(row.timelines)}</div>"
+            "</details>"
+        )
     return "".join(parts)
 
 

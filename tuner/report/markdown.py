@@ -94,7 +94,7 @@ def render_markdown(data: ReportData) -> str:
         for r in data.ab.rows:
             lines.append(
                 f"| {r.metric} | {_num(r.a.mean)} | {_num(r.b.mean)} | {format_relative(r)} | "
-                f"{r.a.n}/{r.b.n} | {r.verdict.value} |"
+                f"{r.a.n}/{r.b.n} | {r.shown_verdict} |"
             )
     for curve in data.sweeps:
         lines += [
@@ -106,6 +106,13 @@ def render_markdown(data: ReportData) -> str:
         ]
         for value, mean, samples in zip(curve.values, curve.means, curve.samples, strict=True):
             lines.append(f"| {_md(value)} | {_num(mean)} | {len(samples)} |")
+    sampled = sum(1 for r in data.rows if r.timelines)
+    if sampled:
+        lines += [
+            "",
+            f"GPU telemetry timelines of {sampled} trial(s) (power, GFX activity, VRAM per GPU) "
+            "are in report.html.",
+        ]
     lines += _guard_lines(data)
     lines += ["", "## Winner", ""]
     if data.chosen is None:

@@ -18,7 +18,7 @@ import matplotlib
 matplotlib.use("Agg")  # no display on a GPU node over SSH
 import matplotlib.pyplot as plt
 
-from tuner.report.data import FrontPoint, SweepCurve, TrialRow
+from tuner.report.data import FrontPoint, GpuTimeline, SweepCurve, TrialRow
 from tuner.studies.ab import ABReport
 from tuner.studies.stats import Verdict
 
@@ -54,7 +54,7 @@ def forest(ab: ABReport) -> str:
     fig, ax = plt.subplots(figsize=(6.5, 0.45 * len(rows) + 1.0))
     for i, row in enumerate(reversed(rows)):
         sign = -1.0 if row.direction.value == "lower" else 1.0
-        colour = _COLOURS[row.verdict]
+        colour = _COLOURS[Verdict.NO_DIFFERENCE if row.withheld else row.verdict]
         mid = _clip(sign * 100 * (row.rel_diff or 0.0))
         lo, hi = row.rel_ci_low, row.rel_ci_high
         if lo is not None and hi is not None and math.isfinite(lo) and math.isfinite(hi):
@@ -129,4 +129,20 @@ def telemetry(rows: Sequence[TrialRow]) -> str | None:
     ax2.barh(labels, [r.telemetry.get("tokens_per_joule") or 0.0 for r in sampled], color="#1a7f37")
     ax2.set_xlabel("output tokens per joule")
     ax2.set_yticks([])
+    return _svg(fig)
+
+
+def timeline(gpus: Sequence[GpuTimeline]) -> str:
+    """Power, GFX activity and VRAM of each GPU over one trial's measured run (shared time axis)."""
+    fig, axes = plt.subplots(3, 1, figsize=(7.5, 4.6), sharex=True)
+    panels = (("power, W", "power_w"), ("GFX activity, %", "gfx_pct"), ("VRAM, GiB", "vram_gib"))
+    for ax, (label, attr) in zip(axes, panels, strict=True):
+        for gpu in gpus:
+            values = [math.nan if v is None else v for v in getattr(gpu, attr)]
+            ax.plot(gpu.seconds, values, linewidth=1.0, label=f"GPU {gpu.index}")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[-1].set_xlabel("seconds into the measured run")
+    if 1 < len(gpus) <= 8:
+        axes[0].legend(loc="upper right", ncol=min(4, len(gpus)), fontsize=7)
     return _svg(fig)

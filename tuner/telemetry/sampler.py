@@ -54,6 +54,9 @@ class GpuWindow:
         peak_power_w: Highest power sample.
         energy_j: Integral of power over the covered part of the window.
         covered_s: Seconds of the window between two consecutive power readings.
+        series: The window's samples as ``(seconds since t0, power W, GFX %,
+            VRAM bytes)``, thinned to at most ``SERIES_POINTS`` evenly spread
+            ones (a missing reading stays None): the report's timeline.
     """
 
     index: int
@@ -66,6 +69,7 @@ class GpuWindow:
     peak_power_w: float | None
     energy_j: float | None
     covered_s: float
+    series: tuple[tuple[float, float | None, float | None, int | None], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +139,8 @@ class WindowSummary:
             "mean_gfx_activity": self.mean_gfx_activity,
             "peak_gfx_activity": self.peak_gfx_activity,
             "peak_vram_bytes": self.peak_vram_bytes,
-            "gpus": [asdict(g) for g in self.gpus],
+            # The JSON form (what the store reads back): series points as lists.
+            "gpus": [{**asdict(g), "series": [list(p) for p in g.series]} for g in self.gpus],
         }
 
 
@@ -360,6 +365,29 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+# Points kept per GPU and window for the timeline: enough for a plot, small in the store.
+SERIES_POINTS = 120
+
+
+def _series(
+    samples: list[Sample], t0: float, t1: float
+) -> tuple[tuple[float, float | None, float | None, int | None], ...]:
+    """The window's samples, evenly thinned to at most SERIES_POINTS (first and last kept)."""
+    inside = [s for s in samples if t0 <= s.t <= t1]
+    if len(inside) > SERIES_POINTS:
+        step = (len(inside) - 1) / (SERIES_POINTS - 1)
+        inside = [inside[round(i * step)] for i in range(SERIES_POINTS)]
+    return tuple(
+        (
+            round(s.t - t0, 3),
+            s.snapshot.power_w,
+            s.snapshot.gfx_activity,
+            s.snapshot.vram_used,
+        )
+        for s in inside
+    )
+
+
 def _summarise(index: int, samples: list[Sample], t0: float, t1: float) -> GpuWindow:
     inside = [s.snapshot for s in samples if t0 <= s.t <= t1]
     gfx = [s.gfx_activity for s in inside if s.gfx_activity is not None]
@@ -399,4 +427,5 @@ def _summarise(index: int, samples: list[Sample], t0: float, t1: float) -> GpuWi
         peak_power_w=max(power_inside) if power_inside else None,
         energy_j=energy_j,
         covered_s=covered,
+        series=_series(samples, t0, t1),
     )
