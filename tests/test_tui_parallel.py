@@ -3,7 +3,10 @@
 Two fake GPUs (``TUNELAB_FORCE_GPU_COUNT=2``) and the study engine double: a
 two-point sweep from the TUI runs both points at once on the one scheduler.
 What the panel lists is checked against the core's own ``StudyStatus``
-(the tracker's slot states), not against a copy of the scheduling.
+(the tracker's slot states), not against a copy of the scheduling. The GPU
+panel (recorded amdsmi FAKE, 8 GPUs) says which slot holds which GPU, from
+the same status (``StudyStatus.by_gpu``), and which processes on a GPU are not
+tunelab's engines (``tuner.engine.running.foreign``; issue 18).
 """
 
 from __future__ import annotations
@@ -15,8 +18,14 @@ from textual.widgets import Input, Static
 
 from tests.support.tui_harness import services, settle, wait_for
 from tui.app import TunelabApp
-from tui.messages import JobFinished
+from tui.messages import JobFinished, RunEvent
+from tui.widgets.gpu_panel import INDEX_STYLE, GpuCell, GpuPanel
+from tuner.bench.workload import Workload
+from tuner.config import EngineConfig
+from tuner.engine import running
+from tuner.studies.progress import StudyTracker
 from tuner.trials import events as ev
+from tuner.trials.model import Trial
 from tuner.trials.slots import FORCE_ENV
 
 
@@ -51,3 +60,60 @@ async def test_run_panel_lists_every_running_trial(monkeypatch: pytest.MonkeyPat
         for slot in status.slots:
             assert slot.trial_id is not None
             assert f"{slot.label} {slot.trial_id[:8]} {slot.stage}" in text, (slot, text)
+
+
+async def test_gpu_panel_shows_the_slots_and_the_processes_that_are_not_tunelabs() -> None:
+    """Recorded amdsmi FAKE (8 GPUs, a process on some): foreign processes, then a study's slots.
+
+    The slots come from the core's tracker (the StudyStatus a study emits), posted
+    the way a running job posts its events; the line shows ``by_gpu()`` of it.
+    """
+    app = TunelabApp(services=services(gpus=True, rate_hz=5.0))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        panel = app.main.query_one(GpuPanel)
+        await wait_for(pilot, lambda: bool(panel.snapshots), 10, "GPU snapshots")
+        node = panel.query_one("#gpu-node", Static)
+        line = str(node.render())
+        own = running.engine_pids()
+        cells = {c.index: c for c in panel.query(GpuCell)}
+        with_others = 0
+        for snap in panel.snapshots:
+            others = running.foreign(snap.processes, own)
+            style = str(cells[snap.index].render().spans[0].style)
+            if others:
+                with_others += 1
+                assert f"GPU {snap.index}: {len(others)} other process" in line, line
+                assert all(f"{p.pid} {p.name}" in line for p in others[:3])
+                assert style == INDEX_STYLE["foreign"]
+            else:
+                assert f"GPU {snap.index}:" not in line
+                assert style == "bold"
+        assert with_others  # the recording has processes to show
+        # A study takes GPUs 6 and 7 (a TP=2 slot): the core's status, by GPU.
+        tracker = StudyTracker(emit=lambda e: statuses.append(e))
+        statuses: list[ev.TrialEvent] = []
+        trial = Trial(EngineConfig(model="m"), Workload(), study="s", arm="A", repeat=0)
+        tracker.begin("s", "ab", 2, slots=4)
+        tracker.slot_start("GPU 6,7", trial, gpus=(6, 7))
+        status = statuses[-1]
+        assert isinstance(status, ev.StudyStatus)
+        assert sorted(status.by_gpu()) == [6, 7]
+        app.main.post_message(RunEvent(1, status))
+        await pilot.pause(0.3)
+        line = str(node.render())
+        assert f"GPU 6,7 A1 {trial.id[:8]} queued" in line, line
+        for index in (6, 7):
+            if not running.foreign(panel.snapshots[index].processes, own):
+                assert str(cells[index].render().spans[0].style) == INDEX_STYLE["busy"]
+        tracker.slot_end("GPU 6,7", trial)
+        app.main.post_message(RunEvent(1, statuses[-1]))
+        await pilot.pause(0.3)
+        assert "GPU 6,7" not in str(node.render())
+
+
+def test_foreign_leaves_out_the_engines_own_processes() -> None:
+    procs = (running.GpuProcess(10, "vllm"), running.GpuProcess(11, "python3"))
+    assert running.foreign(procs, {10}) == (procs[1],)
+    assert running.foreign(procs, {10, 11}) == ()
+    assert running.foreign(None, {10}) is None

@@ -275,14 +275,14 @@ class MainScreen(Screen[None]):
             panel.log(f"FAILED: {event.reason}")
         elif isinstance(event, ev.StudyStatus):
             panel.study_status(event)
+            self.query_one(GpuPanel).occupy(event.by_gpu())
         elif isinstance(event, ev.TrialSkipped):
             panel.stage("skipped", None, "the rules found errors; no engine was started")
 
     @on(JobFinished)
     def _job_finished(self, message: JobFinished) -> None:
-        from tuner.studies.ab import ABReport  # a job ran: the study modules are loaded
-
-        # Deferred: the study layer loads when a job or view needs it, not at first paint.
+        # A job ran, so the study modules are loaded; not imported at first paint.
+        from tuner.studies.ab import ABReport
         from tuner.studies.sweep import SweepReport
 
         panel = self.run_panel

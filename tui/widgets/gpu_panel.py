@@ -11,11 +11,19 @@ two at 160. With no GPU it shows one line that says why, and a second with
 the host's CPU and memory use and the engine's (the process trees of the
 engines this process runs, from :mod:`tuner.engine.running`, read once a
 second) so a CPU run is not blind (issue 13).
+
+With GPUs, a line under the cells says what else is on the node (issue 18):
+which slot of a running study holds which GPUs (the core's
+:meth:`~tuner.trials.events.StudyStatus.by_gpu`) and the processes on each
+GPU that are not one of this tunelab's engines
+(:func:`tuner.engine.running.foreign`); a busy GPU's index is drawn green, one
+with foreign processes yellow.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import psutil
 from rich.text import Text
@@ -26,9 +34,12 @@ from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Static
 
+from tuner.engine import running
 from tuner.engine.running import EngineLoad
 from tuner.telemetry import GpuSnapshot
 from tuner.telemetry import format as fmt
+from tuner.telemetry.types import GpuProcess
+from tuner.trials.events import SlotState
 
 CELL_WIDTH = 39  # 38 + 1 gutter
 SPARK_POINTS = 8
@@ -54,9 +65,17 @@ def spark(values: Sequence[float], width: int = SPARK_POINTS) -> Text:
     return Text(blocks.rjust(width), style="cyan")
 
 
-def cell_text(snap: GpuSnapshot) -> tuple[Text, Text]:
-    """Left (index, util bar, %) and right (VRAM, power, hotspot temp) parts of a cell."""
-    left = Text(f"{snap.index:>1} ", style="bold")
+INDEX_STYLE = {"busy": "bold black on green", "foreign": "bold black on yellow"}
+
+
+def cell_text(snap: GpuSnapshot, mark: str | None = None) -> tuple[Text, Text]:
+    """Left (index, util bar, %) and right (VRAM, power, hotspot temp) parts of a cell.
+
+    ``mark``: ``busy`` (a study's trial holds the GPU) or ``foreign`` (processes
+    other than this tunelab's engines are on it) colours the index.
+    """
+    left = Text(f"{snap.index:>1}", style=INDEX_STYLE.get(mark or "", "bold"))
+    left.append(" ")
     if snap.error:
         left.append("error", style="red")
         return left, Text(" read failed", style="red")
@@ -107,9 +126,9 @@ class GpuCell(Widget):
             self._strip = strip
         return strip
 
-    def show(self, snap: GpuSnapshot, history: Sequence[float]) -> None:
+    def show(self, snap: GpuSnapshot, history: Sequence[float], mark: str | None = None) -> None:
         """Set the cell's content from the newest snapshot and the util history."""
-        left, right = cell_text(snap)
+        left, right = cell_text(snap, mark)
         text = Text.assemble(left, " ", spark(history), right)
         if text.plain == self._text.plain and text.spans == self._text.spans:
             return
@@ -120,6 +139,41 @@ class GpuCell(Widget):
         if tip != self.tooltip:
             self.tooltip = tip
         self.refresh()
+
+
+def _gib(n: int | None) -> str:
+    return "?" if n is None else f"{n / 1024**3:.0f} GiB"
+
+
+def node_line(
+    snaps: Sequence[GpuSnapshot],
+    busy: dict[int, SlotState],
+    others: dict[int, tuple[GpuProcess, ...]],
+) -> Text | None:
+    """``GPU 0,1 A1 1a2b3c4d measuring · GPU 3: 2 other processes (4242 python3 179 GiB)``.
+
+    None when no study holds a GPU and nothing foreign is on any: the line hides.
+    """
+    out = Text(no_wrap=True, overflow="ellipsis")
+    seen: set[str] = set()
+    for gpu in sorted(busy):
+        slot = busy[gpu]
+        if slot.slot in seen:
+            continue
+        seen.add(slot.slot)
+        out.append(" · " if out else "")
+        out.append(f"{slot.slot} ", style="bold green")
+        out.append(f"{slot.label} {(slot.trial_id or '')[:8]} {slot.stage}")
+    for snap in snaps:
+        procs = others.get(snap.index)
+        if not procs:
+            continue
+        out.append(" · " if out else "")
+        out.append(f"GPU {snap.index}: ", style="bold yellow")
+        listed = ", ".join(f"{p.pid} {p.name or '?'} {_gib(p.vram_bytes)}" for p in procs[:3])
+        more = f", +{len(procs) - 3}" if len(procs) > 3 else ""
+        out.append(f"{len(procs)} other process{'es' if len(procs) > 1 else ''} ({listed}{more})")
+    return out if out else None
 
 
 def host_line(
@@ -146,12 +200,35 @@ def host_line(
 class GpuPanel(Widget):
     """All GPUs, or one line saying why there is none (then the host's load)."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._busy: dict[int, SlotState] = {}
+        self._snaps: Sequence[GpuSnapshot] = ()
+        self._histories: Sequence[Sequence[float]] = ()
+        self._node_text = ""
+
     def compose(self) -> ComposeResult:
         yield Static("GPU telemetry: starting…", id="gpu-none")
         host = Static("", id="host-load")
         host.display = False
         yield host
         yield Container(id="gpu-grid")
+        node = Static("", id="gpu-node")
+        node.display = False
+        yield node
+
+    @property
+    def snapshots(self) -> Sequence[GpuSnapshot]:
+        """The snapshots the cells show now."""
+        return self._snaps
+
+    def occupy(self, busy: dict[int, SlotState]) -> None:
+        """Which study slot holds which GPU now (the core's ``StudyStatus.by_gpu()``)."""
+        if busy == self._busy:
+            return
+        self._busy = busy
+        if self._snaps:
+            self.show(self._snaps, self._histories)
 
     def on_mount(self) -> None:
         self.border_title = "GPUs"
@@ -196,10 +273,23 @@ class GpuPanel(Widget):
 
     def show(self, snaps: Sequence[GpuSnapshot], histories: Sequence[Sequence[float]]) -> bool:
         """Update every cell; False while the cells are still mounting (show it again later)."""
+        self._snaps, self._histories = snaps, histories
         cells = list(self.query(GpuCell))
+        # Engine trees are read only when some GPU lists processes (none: nothing to sort out).
+        listed = any(s.processes for s in snaps)
+        own = running.engine_pids() if listed else set()
+        others = {s.index: found for s in snaps if (found := running.foreign(s.processes, own))}
         with self.app.batch_update():  # one repaint for all cells
             for cell, snap, history in zip(cells, snaps, histories, strict=False):
-                cell.show(snap, history)
+                mark = (
+                    "foreign"
+                    if snap.index in others
+                    else "busy"
+                    if snap.index in self._busy
+                    else None
+                )
+                cell.show(snap, history, mark)
+            self._show_node(node_line(snaps, self._busy, others))
         if snaps:
             parts = {fmt.partition(s) for s in snaps if not s.error}
             names = {s.name for s in snaps if s.name}
@@ -209,6 +299,18 @@ class GpuPanel(Widget):
             if subtitle != self.border_subtitle:
                 self.border_subtitle = subtitle
         return len(cells) >= len(snaps)
+
+    def _show_node(self, line: Text | None) -> None:
+        """The line under the cells; repainted only when its text changed (2 Hz must stay cheap)."""
+        node = self.query_one("#gpu-node", Static)
+        if line is None:
+            node.display = False
+            self._node_text = ""
+            return
+        if line.plain != self._node_text:
+            self._node_text = line.plain
+            node.update(line, layout=False)  # one fixed-height line: a repaint, no layout pass
+        node.display = True
 
     def on_resize(self, event: Resize) -> None:
         self._fit_columns(event.size.width)

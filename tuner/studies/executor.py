@@ -160,7 +160,7 @@ class TrialRunner:
 
     async def _run_one(self, trial: Trial, slot: GpuSlot | None, watch: Watch | None) -> Trial:
         name = _slot_name(slot)
-        self.progress.slot_start(name, trial)
+        self.progress.slot_start(name, trial, gpus=_slot_gpus(slot))
         try:
             return await self._run_watched(trial, slot, watch)
         finally:
@@ -237,7 +237,7 @@ class TrialRunner:
 
         async def on_slot(first: Trial, slot: GpuSlot | None) -> Trial:
             name = _slot_name(slot)
-            self.progress.slot_start(name, first, tuple(trials[1:]))
+            self.progress.slot_start(name, first, tuple(trials[1:]), gpus=_slot_gpus(slot))
             try:
                 kwargs = await self._pinned(first.config, slot)
                 done = await run_workloads(trials, self.store, on_event=self._emit, **kwargs)
@@ -247,6 +247,11 @@ class TrialRunner:
 
         await run_parallel([trials[0]], on_slot, self.pool)
         return trials
+
+
+def _slot_gpus(slot: GpuSlot | None) -> tuple[int, ...]:
+    """The slot's GPU indices for the GPU panel; empty without GPUs or for non-integer ids."""
+    return tuple(slot.indices or ()) if slot is not None else ()
 
 
 def _slot_name(slot: GpuSlot | None) -> str:

@@ -56,6 +56,7 @@ class _Slot:
     trial: Trial | None = None
     stage: str = "idle"
     since: float = 0.0
+    gpus: tuple[int, ...] = ()
     done: int | None = None
     total: int | None = None
 
@@ -68,6 +69,7 @@ class _Slot:
             self.stage if trial else "idle",
             self.done,
             self.total,
+            self.gpus,
         )
 
 
@@ -131,9 +133,11 @@ class StudyTracker:
         self.send()
 
     # -- what the runner says -----------------------------------------------------------
-    def slot_start(self, slot: str, trial: Trial, also: tuple[Trial, ...] = ()) -> None:
-        """``trial`` took ``slot`` (``also``: more trials on the same engine, in turn)."""
-        self._slots[slot] = _Slot(slot, trial, "queued", self.clock())
+    def slot_start(
+        self, slot: str, trial: Trial, also: tuple[Trial, ...] = (), gpus: tuple[int, ...] = ()
+    ) -> None:
+        """``trial`` took ``slot`` on GPUs ``gpus`` (``also``: more trials on the same engine)."""
+        self._slots[slot] = _Slot(slot, trial, "queued", self.clock(), gpus)
         for member in (trial, *also):
             self._where[member.id] = slot
             self._trials[member.id] = member
@@ -146,7 +150,7 @@ class StudyTracker:
         if held is not None and held.trial is not None:
             if trial.id in self._final or held.trial.id in self._final:
                 self._durations.append(self.clock() - held.since)
-            self._slots[slot] = _Slot(slot)
+            self._slots[slot] = _Slot(slot, gpus=held.gpus)
         for trial_id in [t for t, name in self._where.items() if name == slot]:
             self._where.pop(trial_id, None)
             self._trials.pop(trial_id, None)

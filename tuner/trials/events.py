@@ -125,6 +125,8 @@ class SlotState:
             ``measuring``, ``stopping``), or ``idle``.
         requests_done, requests_total: The measured run's progress (None
             before it starts; total None for duration-bound runs).
+        gpus: The slot's GPU indices (empty without GPUs, or when its devices
+            are not integer indices, e.g. UUIDs).
     """
 
     slot: str
@@ -133,6 +135,7 @@ class SlotState:
     stage: str
     requests_done: int | None = None
     requests_total: int | None = None
+    gpus: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -178,6 +181,10 @@ class StudyStatus:
     elapsed_s: float
     eta_s: float | None
     note: str = ""
+
+    def by_gpu(self) -> dict[int, SlotState]:
+        """GPU index -> the busy slot holding it (the GPU panel marks these; idle slots left out)."""
+        return {gpu: slot for slot in self.slots if slot.trial_id for gpu in slot.gpus}
 
 
 TrialEvent = (
