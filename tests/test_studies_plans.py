@@ -172,6 +172,27 @@ def test_ab_report_withholds_the_tpot_itl_verdicts_of_an_arm_that_came_in_one_pi
     assert plain.objective_row is not None and plain.objective_row.withheld is None
 
 
+def test_ab_report_says_how_many_gpu_samples_of_each_arm_were_clean() -> None:
+    trials = _abba_trials()
+    for t, (n, ok, dirt) in zip(
+        trials,
+        ((16, 16, {}), (16, 13, {"foreign process": 3}), (16, 16, {}), (16, 15, {"throttled": 1})),
+        strict=True,
+    ):
+        t.telemetry = {"samples": n, "samples_clean": ok, "dirt": dirt}
+    report = build_report(trials, study="s", objective="output_throughput")
+    assert (
+        "GPU samples clean: A 31/32, B 29/32; A: 1 throttled; B: 3 foreign process" in report.notes
+    )
+    for t in trials:
+        t.telemetry = None  # the CPU engine: no GPU window, no line
+    assert not [
+        n
+        for n in build_report(trials, study="s", objective="output_throughput").notes
+        if "GPU samples" in n
+    ]
+
+
 def test_ab_report_notes_the_repeats_measured_while_others_took_the_cpu() -> None:
     from tuner.bench.host_noise import HostNoise
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
 import time
@@ -9,10 +10,11 @@ import time
 import pytest
 
 from tests.fakes import fake_amdsmi
+from tuner.telemetry import clean
 from tuner.telemetry.amd import AmdSmiBackend
 from tuner.telemetry.base import NoneBackend
 from tuner.telemetry.sampler import SERIES_POINTS, Sampler
-from tuner.telemetry.types import GpuSnapshot
+from tuner.telemetry.types import GpuProcess, GpuSnapshot
 
 
 class FakeClock:
@@ -196,6 +198,47 @@ def test_a_long_window_is_thinned_evenly_keeping_both_ends() -> None:
         assert all(p[1] == p[0] for p in series)  # each point is a real sample (power = t here)
     finally:
         sampler.stop()
+
+
+class DirtyBackend(ScriptedBackend):
+    """GPU 1 gets a stranger's process from t=2 on and a throttled clock at t=3."""
+
+    def snapshot(self, index: int) -> GpuSnapshot:
+        snap = super().snapshot(index)
+        t = self.clock()
+        procs = (GpuProcess(1, "vllm"),) + (
+            (GpuProcess(666, "stress"),) if t >= 2 and index else ()
+        )
+        throttle = "power" if index and t == 3 else "none"
+        return dataclasses.replace(snap, processes=procs, throttle=throttle)
+
+
+def test_window_counts_the_samples_a_foreign_process_or_throttling_spoiled() -> None:
+    clock = FakeClock()
+    flat = piecewise([(0.0, 100.0), (4.0, 100.0)])
+    sampler = Sampler(DirtyBackend(clock, [flat, flat]), history=100, clock=clock)
+    try:
+        run_script(sampler, clock, [0.0, 1.0, 2.0, 3.0, 4.0])
+        s = sampler.window(0.0, 4.0, own={1})  # pid 1 is the measurement's engine
+        assert (s.gpus[0].clean_samples, s.gpus[0].dirt) == (5, {})
+        assert s.gpus[1].clean_samples == 2  # t=0, 1
+        assert s.gpus[1].dirt == {clean.FOREIGN: 3, clean.THROTTLED: 1}
+        assert (s.samples, s.clean_samples) == (10, 7)
+        data = s.to_dict()
+        assert (data["samples"], data["samples_clean"]) == (10, 7)
+        assert data["dirt"] == {clean.FOREIGN: 3, clean.THROTTLED: 1}
+        # Without knowing the engine's pids, processes are not judged; throttling still is.
+        assert sampler.window(0.0, 4.0).gpus[1].dirt == {clean.THROTTLED: 1}
+    finally:
+        sampler.stop()
+
+
+def test_a_gpu_pinned_at_its_power_cap_is_not_clean() -> None:
+    at_cap = GpuSnapshot(index=0, power_w=745.0, power_cap_w=750.0, throttle="none", processes=())
+    below = dataclasses.replace(at_cap, power_w=600.0)
+    assert clean.dirt(at_cap, set()) == (clean.AT_POWER_CAP,)
+    assert clean.dirt(below, set()) == ()
+    assert clean.dirt(dataclasses.replace(below, processes=None), set()) == ()  # unknown list
 
 
 def test_history_is_a_ring_buffer() -> None:

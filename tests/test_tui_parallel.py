@@ -6,7 +6,7 @@ What the panel lists is checked against the core's own ``StudyStatus``
 (the tracker's slot states), not against a copy of the scheduling. The GPU
 panel (recorded amdsmi FAKE, 8 GPUs) says which slot holds which GPU, from
 the same status (``StudyStatus.by_gpu``), and which processes on a GPU are not
-tunelab's engines (``tuner.engine.running.foreign``; issue 18).
+tunelab's engines (``tuner.telemetry.clean.foreign``; issue 18).
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ from tuner.bench.workload import Workload
 from tuner.config import EngineConfig
 from tuner.engine import running
 from tuner.studies.progress import StudyTracker
+from tuner.telemetry import clean
+from tuner.telemetry.types import GpuProcess
 from tuner.trials import events as ev
 from tuner.trials.model import Trial
 from tuner.trials.slots import FORCE_ENV
@@ -79,7 +81,7 @@ async def test_gpu_panel_shows_the_slots_and_the_processes_that_are_not_tunelabs
         cells = {c.index: c for c in panel.query(GpuCell)}
         with_others = 0
         for snap in panel.snapshots:
-            others = running.foreign(snap.processes, own)
+            others = clean.foreign(snap.processes, own)
             style = str(cells[snap.index].render().spans[0].style)
             if others:
                 with_others += 1
@@ -104,7 +106,7 @@ async def test_gpu_panel_shows_the_slots_and_the_processes_that_are_not_tunelabs
         line = str(node.render())
         assert f"GPU 6,7 A1 {trial.id[:8]} queued" in line, line
         for index in (6, 7):
-            if not running.foreign(panel.snapshots[index].processes, own):
+            if not clean.foreign(panel.snapshots[index].processes, own):
                 assert str(cells[index].render().spans[0].style) == INDEX_STYLE["busy"]
         tracker.slot_end("GPU 6,7", trial)
         app.main.post_message(RunEvent(1, statuses[-1]))
@@ -113,7 +115,7 @@ async def test_gpu_panel_shows_the_slots_and_the_processes_that_are_not_tunelabs
 
 
 def test_foreign_leaves_out_the_engines_own_processes() -> None:
-    procs = (running.GpuProcess(10, "vllm"), running.GpuProcess(11, "python3"))
-    assert running.foreign(procs, {10}) == (procs[1],)
-    assert running.foreign(procs, {10, 11}) == ()
-    assert running.foreign(None, {10}) is None
+    procs = (GpuProcess(10, "vllm"), GpuProcess(11, "python3"))
+    assert clean.foreign(procs, {10}) == (procs[1],)
+    assert clean.foreign(procs, {10, 11}) == ()
+    assert clean.foreign(None, {10}) is None

@@ -7,7 +7,9 @@ when the study has one — the same report the Run panel and ``tunelab ab
 --json`` give — else every finished trial of each config pooled and judged by
 the same function, and the view then says it pooled and lists the trials.
 
-Two more answers of the core are shown beside the speed verdict: the
+The report's notes follow the verdict (how many GPU samples were clean, a
+busy host, environment and requested-vs-effective differences between the
+arms). Two more answers of the core are shown beside the speed verdict: the
 output-drift guard's (``Comparison.outputs``: B's outputs against the
 baseline's; issue 16), and, where an arm's responses mostly
 arrived in one piece (:func:`tuner.bench.metrics.delivery_warning`), its
@@ -135,6 +137,11 @@ class CompareScreen(Screen[None]):
             note.append(f"{guard.summary()}\n", style=GUARD_STYLE.get(str(guard.verdict), ""))
         for arm, warning in one_piece.items():
             note.append(f"⚠ {arm}: {warning}\n", style="yellow")
+        # The report's other notes (GPU samples clean, busy host, environment and
+        # requested-vs-effective differences): beside the verdict they qualify.
+        for extra in report.notes:
+            if not any(extra.endswith(w) for w in one_piece.values()):
+                note.append(f"· {extra}\n", style="dim")
         note.append(
             f"{source}: {found.provenance()}. A winner is named only when "
             "the whole interval is on one side of 0%. Esc: back"

@@ -16,7 +16,7 @@ With GPUs, a line under the cells says what else is on the node (issue 18):
 which slot of a running study holds which GPUs (the core's
 :meth:`~tuner.trials.events.StudyStatus.by_gpu`) and the processes on each
 GPU that are not one of this tunelab's engines
-(:func:`tuner.engine.running.foreign`); a busy GPU's index is drawn green, one
+(:func:`tuner.telemetry.clean.foreign`); a busy GPU's index is drawn green, one
 with foreign processes yellow.
 """
 
@@ -36,7 +36,7 @@ from textual.widgets import Static
 
 from tuner.engine import running
 from tuner.engine.running import EngineLoad
-from tuner.telemetry import GpuSnapshot
+from tuner.telemetry import GpuSnapshot, clean
 from tuner.telemetry import format as fmt
 from tuner.telemetry.types import GpuProcess
 from tuner.trials.events import SlotState
@@ -278,7 +278,7 @@ class GpuPanel(Widget):
         # Engine trees are read only when some GPU lists processes (none: nothing to sort out).
         listed = any(s.processes for s in snaps)
         own = running.engine_pids() if listed else set()
-        others = {s.index: found for s in snaps if (found := running.foreign(s.processes, own))}
+        others = {s.index: found for s in snaps if (found := clean.foreign(s.processes, own))}
         with self.app.batch_update():  # one repaint for all cells
             for cell, snap, history in zip(cells, snaps, histories, strict=False):
                 mark = (

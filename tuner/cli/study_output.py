@@ -159,7 +159,7 @@ def print_ab(report: ABReport) -> None:
         if note.startswith("ran: "):  # requested vs effective (tuner.engine.effective)
             console.print(f"[yellow]effective[/]: {markup(note.removeprefix('ran: '))}")
         else:
-            console.print(f"[yellow]delivery[/]: {markup(note)}")
+            console.print(f"[yellow]note[/]: {markup(note)}")
     console.print(f"[bold]{markup(report.summary())}[/]")
 
 

@@ -14,7 +14,6 @@ import threading
 import psutil
 
 from tuner.engine import proctree
-from tuner.telemetry.types import GpuProcess
 
 _LOCK = threading.Lock()
 _ROOTS: set[int] = set()
@@ -36,19 +35,6 @@ def roots() -> set[int]:
     """Root pids of the engines this process started and has not stopped yet."""
     with _LOCK:
         return set(_ROOTS)
-
-
-def foreign(
-    processes: tuple[GpuProcess, ...] | None, own: set[int]
-) -> tuple[GpuProcess, ...] | None:
-    """The processes on a GPU that are not one of this tunelab's engines (``own``: engine_pids()).
-
-    None when the GPU's process list is not readable (another user's processes
-    are often hidden from a non-root user): unknown, not "nobody".
-    """
-    if processes is None:
-        return None
-    return tuple(p for p in processes if p.pid not in own)
 
 
 def engine_pids() -> set[int]:

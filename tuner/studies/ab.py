@@ -180,6 +180,7 @@ def build_report(
         for t in trials
         if t.arm in arms and (note := host_note(t.results or {}))
     )
+    notes.extend(sample_notes(arms))
     notes.extend(gpu_effects(arms["A"] + arms["B"], objective))
     # What each arm ran on (issue 17): an upgrade or a power cap between arms is named.
     notes.extend(arm_notes({arm: [t.environment for t in ts] for arm, ts in arms.items()}))
@@ -259,6 +260,39 @@ def replay_looks(trials: Sequence[Trial], objective: str) -> list[Look]:
             final.n_a, final.n_b, final.level, Decision.EXHAUSTED, final.comparison
         )
     return monitor.looks
+
+
+def sample_notes(arms: dict[str, list[Trial]]) -> list[str]:
+    """``GPU samples clean: A 30/32, B 32/32; A: 2 with a foreign process`` (issue 17).
+
+    Beside every verdict measured with GPU telemetry: how many of each arm's
+    samples (over its trials' measured runs) had no foreign process on the
+    trial's GPUs, no throttling and no power-cap hit, so a dirty sample never
+    decides a verdict silently. Nothing when no trial was sampled.
+    """
+    counts: dict[str, tuple[int, int, dict[str, int]]] = {}
+    for arm, trials in arms.items():
+        total = clean = 0
+        dirt: dict[str, int] = {}
+        for t in trials:
+            tel = t.telemetry or {}
+            if not isinstance(tel.get("samples"), int):
+                continue  # no GPU window (CPU engine), or stored before samples were judged
+            total += tel["samples"]
+            clean += int(tel.get("samples_clean") or 0)
+            for why, n in (tel.get("dirt") or {}).items():
+                dirt[why] = dirt.get(why, 0) + int(n)
+        if total:
+            counts[arm] = (clean, total, dirt)
+    if not counts:
+        return []
+    text = "GPU samples clean: " + ", ".join(f"{a} {c}/{n}" for a, (c, n, _) in counts.items())
+    spoiled = [
+        f"{arm}: " + ", ".join(f"{n} {why}" for why, n in sorted(dirt.items()))
+        for arm, (_, _, dirt) in counts.items()
+        if dirt
+    ]
+    return [text + ("; " + "; ".join(spoiled) if spoiled else "")]
 
 
 def gpu_effects(trials: Sequence[Trial], objective: str) -> list[str]:

@@ -23,9 +23,10 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tuner.telemetry import clean
 from tuner.telemetry.base import Backend
 from tuner.telemetry.types import GpuSnapshot
 
@@ -57,6 +58,9 @@ class GpuWindow:
         series: The window's samples as ``(seconds since t0, power W, GFX %,
             VRAM bytes)``, thinned to at most ``SERIES_POINTS`` evenly spread
             ones (a missing reading stays None): the report's timeline.
+        clean_samples: Samples with nothing wrong (tuner.telemetry.clean.dirt).
+        dirt: Reason -> how many samples it spoiled (``foreign process``,
+            ``throttled``, ``at power cap``); a sample may count under several.
     """
 
     index: int
@@ -70,6 +74,8 @@ class GpuWindow:
     energy_j: float | None
     covered_s: float
     series: tuple[tuple[float, float | None, float | None, int | None], ...] = ()
+    clean_samples: int = 0
+    dirt: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +123,25 @@ class WindowSummary:
         return max(parts) if parts else None
 
     @property
+    def samples(self) -> int:
+        """Samples of all GPUs inside the window."""
+        return sum(g.samples for g in self.gpus)
+
+    @property
+    def clean_samples(self) -> int:
+        """Of those, samples with nothing wrong (no foreign process, throttle or power cap)."""
+        return sum(g.clean_samples for g in self.gpus)
+
+    @property
+    def dirt(self) -> dict[str, int]:
+        """Reason -> samples it spoiled, over all GPUs."""
+        out: dict[str, int] = {}
+        for g in self.gpus:
+            for why, n in g.dirt.items():
+                out[why] = out.get(why, 0) + n
+        return out
+
+    @property
     def peak_vram_bytes(self) -> int | None:
         parts = [g.peak_vram_bytes for g in self.gpus if g.peak_vram_bytes is not None]
         return max(parts) if parts else None
@@ -139,6 +164,9 @@ class WindowSummary:
             "mean_gfx_activity": self.mean_gfx_activity,
             "peak_gfx_activity": self.peak_gfx_activity,
             "peak_vram_bytes": self.peak_vram_bytes,
+            "samples": self.samples,
+            "samples_clean": self.clean_samples,
+            "dirt": self.dirt,
             # The JSON form (what the store reads back): series points as lists.
             "gpus": [{**asdict(g), "series": [list(p) for p in g.series]} for g in self.gpus],
         }
@@ -281,8 +309,11 @@ class Sampler:
         with self._lock:
             return list(self._history[index])
 
-    def window(self, t0: float, t1: float) -> WindowSummary:
+    def window(self, t0: float, t1: float, own: set[int] | None = None) -> WindowSummary:
         """Summarise every GPU over ``[t0, t1]`` in sampler-clock seconds.
+
+        ``own``: the measurement's own pids (its engine's tree); processes not in
+        it make a sample dirty. None: processes are not judged.
 
         Raises:
             ValueError: When ``t1 < t0``.
@@ -292,7 +323,9 @@ class Sampler:
         with self._lock:
             copies = [list(h) for h in self._history]
         return WindowSummary(
-            t0=t0, t1=t1, gpus=tuple(_summarise(i, s, t0, t1) for i, s in enumerate(copies))
+            t0=t0,
+            t1=t1,
+            gpus=tuple(_summarise(i, s, t0, t1, own) for i, s in enumerate(copies)),
         )
 
     def now(self) -> float:
@@ -388,8 +421,17 @@ def _series(
     )
 
 
-def _summarise(index: int, samples: list[Sample], t0: float, t1: float) -> GpuWindow:
+def _summarise(
+    index: int, samples: list[Sample], t0: float, t1: float, own: set[int] | None = None
+) -> GpuWindow:
     inside = [s.snapshot for s in samples if t0 <= s.t <= t1]
+    clean_count = 0
+    spoiled: dict[str, int] = {}
+    for snap in inside:
+        why = clean.dirt(snap, own)
+        clean_count += not why
+        for reason in why:
+            spoiled[reason] = spoiled.get(reason, 0) + 1
     gfx = [s.gfx_activity for s in inside if s.gfx_activity is not None]
     umc = [s.umc_activity for s in inside if s.umc_activity is not None]
     vram = [s.vram_used for s in inside if s.vram_used is not None]
@@ -428,4 +470,6 @@ def _summarise(index: int, samples: list[Sample], t0: float, t1: float) -> GpuWi
         energy_j=energy_j,
         covered_s=covered,
         series=_series(samples, t0, t1),
+        clean_samples=clean_count,
+        dirt=spoiled,
     )

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from tuner.bench.own_loop import on_loop, run_in_own_loop
 from tuner.bench.runner import run_benchmark
-from tuner.engine import proctree
+from tuner.engine import proctree, running
 from tuner.engine.events import EngineBackendChosen, EngineLog, EngineStarting
 from tuner.errors import RunFailedError
 from tuner.guard import GuardSettings, run_probes
@@ -277,7 +277,8 @@ class EngineSession:
             sampler.running and (sampler.latest_time or -1.0) < t1 and time.monotonic() < deadline
         ):
             await asyncio.sleep(0.01)
-        window = sampler.window(t0, t1)
+        # Processes of this tunelab's engines are the measurement; any other dirties a sample.
+        window = sampler.window(t0, t1, own=running.engine_pids())
         if self.gpu_indices is not None:
             window = WindowSummary(
                 window.t0, window.t1, tuple(g for g in window.gpus if g.index in self.gpu_indices)
