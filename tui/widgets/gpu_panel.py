@@ -23,7 +23,6 @@ with foreign processes yellow.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import psutil
 from rich.text import Text
@@ -200,8 +199,8 @@ def host_line(
 class GpuPanel(Widget):
     """All GPUs, or one line saying why there is none (then the host's load)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
         self._busy: dict[int, SlotState] = {}
         self._snaps: Sequence[GpuSnapshot] = ()
         self._histories: Sequence[Sequence[float]] = ()
