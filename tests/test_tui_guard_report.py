@@ -92,3 +92,13 @@ async def test_a_failing_worker_says_so_with_a_crash_file_and_the_app_goes_on() 
         line = str(panel.query_one("#gpu-none").render())
         assert "telemetry failed" in line and "starting" not in line
         assert app.session.gpu_count == 0 and app.is_running
+
+
+def test_a_config_loaded_before_the_main_screen_composed_does_not_crash() -> None:
+    """CI once saw the start config arrive before MainScreen had its panels (NoMatches crash)."""
+    from tui.screens.main import MainScreen
+
+    app = TunelabApp(services=services())
+    screen = MainScreen(app.session, lambda _job: None)  # not composed: no panels yet
+    assert not screen.query("ModelPanel")
+    screen.refresh_all()  # nothing to render into: on_mount renders the session later

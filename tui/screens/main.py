@@ -106,7 +106,13 @@ class MainScreen(Screen[None]):
     # -- setting state down ---------------------------------------------------
 
     def refresh_all(self) -> None:
-        """Re-render everything from the session (after any state change)."""
+        """Re-render everything from the session (after any state change).
+
+        Before the screen has composed there is nothing to render into: on_mount
+        renders the session then (the start config can load first on a fast start).
+        """
+        if not self.query(ModelPanel):
+            return
         session = self.session
         self.query_one(ModelPanel).set_model(session.config.model, session.model_label)
         self.query_one(StatusBar).model = session.model_label or session.config.model
