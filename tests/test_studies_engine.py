@@ -3,10 +3,10 @@
 Each A/B repeat is a full engine launch (about a minute on 2 cores), so the
 repeat counts here are the smallest that make the verdicts reliable:
 ``max-num-seqs`` 1 vs 64 at concurrency 32 differs several-fold in output
-throughput, and 3 repeats per arm (the CLI's default) keep the verdict when
-one launch of the fast arm comes out slow (with 2, Welch has about one degree
-of freedom, t = 12.7, and CI once measured B at +618% yet "no significant
-difference" on the raw scale). A config against itself must come out as "no
+throughput; the A/B is sequential (up to 4 launches per arm, pooled t with
+front-loaded spending) and stops as soon as the verdict is clear (with a fixed
+2 repeats Welch has about one degree of freedom, and CI once measured B at
++618% yet "no significant difference" on the raw scale). A config against itself must come out as "no
 significant difference" (2 repeats: the test is that the pipeline does not turn
 launch-to-launch noise into a win). Run these under ``flock /tmp/tunelab-engine.lock``.
 """
@@ -23,6 +23,7 @@ from tuner.config import EngineConfig
 from tuner.studies.ab import run_ab
 from tuner.studies.executor import TrialRunner
 from tuner.studies.search import run_search
+from tuner.studies.sequential import Decision, Spending
 from tuner.studies.space import Space, parse_constraint, parse_param
 from tuner.studies.stats import Verdict
 from tuner.studies.sweep import run_sweep
@@ -47,22 +48,42 @@ def _runner() -> TrialRunner:
     return TrialRunner(TrialStore(), options={"startup_timeout": 600.0})
 
 
-def test_ab_max_num_seqs_1_vs_64_is_b_better(demo_model_path: Path) -> None:
+def test_ab_max_num_seqs_1_vs_64_is_b_better_and_stops_early(demo_model_path: Path) -> None:
+    """Sequential (front-loaded spending, pooled t; issue 15): a several-fold gap is called early.
+
+    Up to 4 launches per arm; the look after the second round already excludes
+    zero at the spent level, so the A/B stops with 2 launches per arm where the
+    fixed design ran 3 (and the test spends 4 engine starts instead of 6).
+    """
     base = _base(demo_model_path)
     a = base.with_values({"max-num-seqs": 1})
     b = base.with_values({"max-num-seqs": 64})
     runner = _runner()
-    report = asyncio.run(run_ab(a, b, LOAD, runner, repeats=3, study="ab-real"))
+    report = asyncio.run(
+        run_ab(
+            a,
+            b,
+            LOAD,
+            runner,
+            max_repeats=4,
+            spending=Spending.FRONT,
+            pooled=True,
+            study="ab-real",
+        )
+    )
     print(report.summary())
     for row in report.rows:
         print(row.metric, row.a.samples, row.b.samples, row.verdict.value)
     assert not report.failures, report.failures
     assert report.verdict is Verdict.B_BETTER
+    assert report.stopped is Decision.DIFFERENT
     row = report.objective_row
     assert row is not None and row.rel_ci_low is not None and row.rel_ci_low > 0.5
     stored = runner.store.list("ab-real")
+    launches = len(stored) // 2
+    assert launches < 4, "a several-fold gap ran to the last look"
     order = [("A", 0), ("B", 0), ("B", 1), ("A", 1), ("A", 2), ("B", 2)]
-    assert [(t.arm, t.repeat) for t in stored] == order
+    assert [(t.arm, t.repeat) for t in stored] == order[: 2 * launches]
     assert all(str(t.status) == "done" for t in stored)
 
 
