@@ -88,3 +88,34 @@ def test_doctor_json_reports_vllm_and_no_gpu() -> None:
     assert report["vllm"]["entry"] == "module"
     assert report["gpu_count"] == 0 and report["gpu_backend"] == "none"
     assert any("amdsmi" in line for line in report["gpu_lines"])
+
+
+def test_the_help_listing_loads_no_command_and_reads_as_the_commands_themselves() -> None:
+    """`tunelab --help` lists from COMMAND_TABLE; it must say what the loaded commands say."""
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from tui.cli import app\n"
+        "if sys.argv[1] == 'eager':\n"
+        "    from tuner.cli.app import register_all\n"
+        "    register_all(app)\n"
+        "out = CliRunner().invoke(app, ['--help'], terminal_width=120).output\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith('tuner.cli.') and m not in\n"
+        "    ('tuner.cli.app', 'tuner.cli.safe_text'))\n"
+        "print(out)\n"
+        "print('LOADED', loaded)\n"
+    )
+
+    def listing(mode: str) -> tuple[str, str]:
+        out = subprocess.run(
+            [sys.executable, "-c", code, mode], capture_output=True, text=True, check=True
+        ).stdout
+        text, _, loaded = out.rpartition("LOADED ")
+        return text, loaded.strip()
+
+    lazy, lazy_loaded = listing("lazy")
+    eager, _ = listing("eager")
+    # The table's summaries are the commands' own first lines (the order may differ:
+    # an eager Typer lists the sub-apps, presets and jobs, after the commands).
+    assert sorted(lazy.splitlines()) == sorted(eager.splitlines())
+    assert lazy_loaded == "[]"  # and the listing imported no command module

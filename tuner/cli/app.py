@@ -10,7 +10,6 @@ of them; a command module therefore imports at its top like any other module.
 
 from __future__ import annotations
 
-import functools
 import importlib
 
 import click
@@ -20,44 +19,110 @@ from typer.core import TyperGroup
 
 from tuner import __version__
 
-# Command -> the module of tuner/cli that defines it, in --help order.
-COMMANDS: dict[str, str] = {
-    "doctor": "doctor",
-    "demo-model": "demo",
-    "knobs": "knobs",
-    "gpus": "gpus",
-    "check": "check",
-    "presets": "presets",
-    "export": "export",
-    "bench": "bench",
-    "run": "run",
-    "results": "trials",
-    "show": "trials",
-    "ab": "studies",
-    "sweep": "studies",
-    "tune": "studies",
-    "winner": "studies",
-    "capacity": "capacity",
-    "ablate": "ablate",
-    "report": "report",
-    "jobs": "jobs",
+# Command -> (the module of tuner/cli that defines it, the summary `tunelab --help`
+# lists), in --help order. The summary is the command's docstring's first line;
+# tests/test_cli_startup.py holds the two equal, so the listing needs no import.
+COMMAND_TABLE: dict[str, tuple[str, str]] = {
+    "doctor": (
+        "doctor",
+        "Python, tunelab, vLLM (version, platform, how it starts), GPUs and the demo model.",
+    ),
+    "demo-model": (
+        "demo",
+        "Create the tiny Llama model for the embedded CPU engine (if missing) and print its path.",
+    ),
+    "knobs": (
+        "knobs",
+        "List every knob tunelab knows, for the target vLLM version and platform.",
+    ),
+    "gpus": (
+        "gpus",
+        "Show GPU utilisation, VRAM, power, temperatures, clocks, partitions and processes.",
+    ),
+    "check": (
+        "check",
+        "Check a config against the rules for its target; exit 1 on errors, 2 on bad input.",
+    ),
+    "presets": ("presets", "List, show and check presets (shipped ones and your own)."),
+    "export": (
+        "export",
+        "Export a trial or a preset as TOML, launch script, vLLM YAML and docker line.",
+    ),
+    "bench": ("bench", "Benchmark a running vLLM (or any OpenAI-compatible) server."),
+    "run": (
+        "run",
+        "Run one trial: rules check, engine start, warm-up, measured run, stop; store the result.",
+    ),
+    "results": (
+        "trials",
+        "List stored trials: status, workload, objective, throughput, latency, output guard.",
+    ),
+    "show": (
+        "trials",
+        "Show one trial in full: config, workload, findings, results, telemetry, log path and "
+        "tail.",
+    ),
+    "ab": (
+        "studies",
+        "A/B two configs: repeated, interleaved trials; per-metric interval and verdict.",
+    ),
+    "sweep": (
+        "studies",
+        "Sweep one knob over values (rest fixed); --descent moves on knob by knob keeping the "
+        "best.",
+    ),
+    "tune": (
+        "studies",
+        "Search a space with Optuna under SLO constraints; resumable, and shareable between nodes.",
+    ),
+    "winner": (
+        "studies",
+        "The best trial of a study among those meeting the SLO, with its margin and guard verdict.",
+    ),
+    "capacity": (
+        "capacity",
+        "Capacity under an SLO: the largest concurrency (or rate) meeting it, over N launches.",
+    ),
+    "ablate": (
+        "ablate",
+        "Leave-one-out A/Bs of a winner's knobs; drops those inside the noise; the minimal preset.",
+    ),
+    "report": (
+        "report",
+        "Write report.html (self-contained, opens offline) and report.md for a study.",
+    ),
+    "jobs": (
+        "jobs",
+        "Detached work: start a tunelab command that outlives the terminal, list, follow, stop.",
+    ),
 }
+COMMANDS: dict[str, str] = {name: module for name, (module, _) in COMMAND_TABLE.items()}
 COMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(COMMANDS.values()))
 
 # The root's settings; a lazily loaded module's commands are built with the same.
 SETTINGS = {"add_completion": False, "pretty_exceptions_enable": False, "rich_markup_mode": "rich"}
 
 
-@functools.cache
+_LOADED: dict[str, click.Group] = {}
+
+
 def _module_commands(module: str) -> click.Group:
     """The commands ``tuner.cli.<module>`` defines, imported and built once."""
-    sub = typer.Typer(**SETTINGS)  # type: ignore[arg-type]
-    importlib.import_module(f"tuner.cli.{module}").register(sub)
-    return typer.main.get_group(sub)
+    if module not in _LOADED:
+        sub = typer.Typer(**SETTINGS)  # type: ignore[arg-type]
+        importlib.import_module(f"tuner.cli.{module}").register(sub)
+        _LOADED[module] = typer.main.get_group(sub)
+    return _LOADED[module]
 
 
 class LazyCommands(TyperGroup):
-    """The root group: finds each command in its module the first time it is asked for."""
+    """The root group: finds each command in its module the first time it is asked for.
+
+    ``tunelab --help`` lists every command from the table's summaries, so the
+    listing loads no command module (importing them all costs about 0.5 CPU-s).
+    """
+
+    _listing = False
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         eager = super().list_commands(ctx)
@@ -65,9 +130,19 @@ class LazyCommands(TyperGroup):
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         found = super().get_command(ctx, cmd_name)
-        if found is None and cmd_name in COMMANDS:
-            found = _module_commands(COMMANDS[cmd_name]).commands.get(cmd_name)
-        return found
+        if found is not None or cmd_name not in COMMANDS:
+            return found
+        module, summary = COMMAND_TABLE[cmd_name]
+        if self._listing and module not in _LOADED:
+            return click.Command(cmd_name, help=summary)  # a line of the listing, nothing to run
+        return _module_commands(module).commands.get(cmd_name)
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
 
 
 app = typer.Typer(

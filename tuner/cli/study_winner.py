@@ -43,8 +43,10 @@ def winner_command(
     store_path: opt.StoreOpt = None,
     as_json: opt.JsonOpt = False,
 ) -> None:
-    """The best trial of a study by its objective among those meeting the SLO, with its margin
-    and what the output guard says about it (``--require-guard`` leaves drifted ones out)."""
+    """The best trial of a study among those meeting the SLO, with its margin and guard verdict.
+
+    ``--require-guard`` leaves out trials whose outputs drifted from the baseline's.
+    """
     constraints, goodput = split_slo("winner", slo)
     if goodput:
         raise opt.usage_error(
