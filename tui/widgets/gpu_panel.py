@@ -301,7 +301,10 @@ class GpuPanel(Widget):
 
     def _show_node(self, line: Text | None) -> None:
         """The line under the cells; repainted only when its text changed (2 Hz must stay cheap)."""
-        node = self.query_one("#gpu-node", Static)
+        found = self.query("#gpu-node").results(Static)
+        node = next(iter(found), None)
+        if node is None:
+            return  # the panel is being torn down (quit) while a poll was due
         if line is None:
             node.display = False
             self._node_text = ""
