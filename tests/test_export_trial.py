@@ -79,10 +79,16 @@ def test_preset_from_a_finished_trial(tmp_path: Path) -> None:
     assert "ttfts" not in preset.results  # long per-request arrays are left out
     noise = preset.results["noise"]
     assert (
-        noise["repeats"] == 3
+        noise["repeats"] == noise["count"] == 3
         and noise["mean"] == pytest.approx(1000.0)
-        and noise["stdev"] == pytest.approx(10.0)
+        and noise["std"] == pytest.approx(10.0)
     )
+    # AIPerf's names: se = std/sqrt(n), cv = std/mean, and the t interval (t_0.975,2 = 4.303).
+    assert noise["se"] == pytest.approx(10.0 / 3**0.5)
+    assert noise["cv"] == pytest.approx(0.01)
+    assert noise["confidence_level"] == 0.95
+    assert noise["ci_low"] == pytest.approx(1000.0 - 4.3027 * 10.0 / 3**0.5, abs=1e-2)
+    assert noise["ci_high"] == pytest.approx(1000.0 + 4.3027 * 10.0 / 3**0.5, abs=1e-2)
     assert preset.workload["concurrency"] == 8 and preset.workload["request_rate"] == "inf"
     assert preset.target.gpu_name == "AMD Instinct MI300X" and preset.target.gpu_count == 1
 

@@ -17,10 +17,9 @@ from tuner.studies.stats import (
     compare,
     format_relative,
     metric_direction,
-    t_cdf,
-    t_quantile,
     welch_interval,
 )
+from tuner.trials.tdist import t_cdf, t_quantile
 
 # Two-sided 95% / 99% critical values from any t table.
 T_TABLE = {

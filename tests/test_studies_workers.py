@@ -66,14 +66,18 @@ def _starts(log: Path) -> list[dict]:
     return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
 
 
-def _optuna_trials(url: str, study: str) -> list:
+def _optuna_study(url: str, study: str):  # type: ignore[no-untyped-def]
     import optuna
 
     from tuner.studies.search import sqlalchemy_url
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     storage = optuna.storages.RDBStorage(sqlalchemy_url(url))
-    return optuna.load_study(study_name=study, storage=storage).get_trials(deepcopy=False)
+    return optuna.load_study(study_name=study, storage=storage)
+
+
+def _optuna_trials(url: str, study: str) -> list:
+    return _optuna_study(url, study).get_trials(deepcopy=False)
 
 
 def _store_trials(home: Path, study: str) -> list:
@@ -148,6 +152,14 @@ def test_two_workers_share_one_study_without_losing_or_repeating_a_trial(
         assert t.values[0] == pytest.approx(trial.results["output_throughput"])
     # One engine per trial: nothing was run twice.
     assert len(_starts(log)) == 8
+    # optuna-dashboard shows named objectives and what the study measures (its own reader).
+    from optuna_dashboard import get_note
+
+    shared = _optuna_study(url, "shared")
+    assert shared.metric_names == ["output_throughput"]
+    note = get_note(shared)
+    assert "`output_throughput`" in note and "`max-num-seqs`" in note
+    assert "`DOUBLE_TOKEN_MS`" in note and "engine-double" in note
     assert not set(reports[0]["trials"]) & set(reports[1]["trials"])
 
 

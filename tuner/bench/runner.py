@@ -139,7 +139,7 @@ class BenchResult:
         wl = self.workload
         failures = self.failures
         head: dict[str, Any] = {
-            "date": self.started_at,
+            "date": vllm_date(self.started_at),
             "endpoint_type": "openai" if wl.endpoint == "completions" else "openai-chat",
             "backend": "openai" if wl.endpoint == "completions" else "openai-chat",
             "label": "tunelab",
@@ -171,6 +171,7 @@ class BenchResult:
         ok = [r for r in self.records if r.success]
         queue = [r.queue_time for r in ok]
         extra = {
+            "started_at": self.started_at,
             "url": self.url,
             "workload": wl.to_dict(),
             "warmup_requests": wl.warmup_requests,
@@ -186,6 +187,18 @@ class BenchResult:
         if self.host_noise is not None:
             extra["host_noise"] = self.host_noise.to_dict()
         return {**head, **body, "tunelab": extra}
+
+
+def vllm_date(started_at: str) -> str:
+    """``date`` as `vllm bench serve` writes it (``%Y%m%d-%H%M%S``), from tunelab's ISO time.
+
+    vLLM's sweep tools and dashboards sort and group on this string; the exact
+    instant, with its zone, stays in the ``tunelab`` block as ``started_at``.
+    """
+    try:
+        return datetime.fromisoformat(started_at).strftime("%Y%m%d-%H%M%S")
+    except ValueError:
+        return started_at
 
 
 _TOKEN_OPTIONS = (

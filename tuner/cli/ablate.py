@@ -15,7 +15,7 @@ measured, 2 for input tunelab cannot use, 130 when interrupted.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -23,7 +23,8 @@ from tuner.cli import options as opt
 from tuner.cli import studies
 from tuner.cli.study_options import GpusOpt, VerboseOpt
 from tuner.cli.study_output import StudyProgress, dump
-from tuner.export.preset import PresetTarget, Provenance, dump_preset, preset_from_config
+from tuner.export.preset import dump_preset
+from tuner.lab.ablation import minimal_preset
 from tuner.lab.study import Study
 from tuner.studies.ablate import AblateError, changed_knobs, run_ablation
 from tuner.trials.model import TrialStatus
@@ -31,7 +32,7 @@ from tuner.trials.store import StoreError, TrialNotFound
 
 if TYPE_CHECKING:
     from tuner.export.preset import Preset
-    from tuner.studies.ablate import AblationReport, KnobEffect
+    from tuner.studies.ablate import KnobEffect
     from tuner.trials.model import Trial
     from tuner.trials.store import TrialStore
 
@@ -138,43 +139,6 @@ def _pair(store: TrialStore, trial_id: str, baseline_id: str | None) -> tuple[Tr
 
 def _print_knob(effect: KnobEffect) -> None:
     typer.echo(effect.describe(), err=True)
-
-
-def minimal_preset(report: AblationReport, winner: Trial) -> Preset:
-    """The minimal config as a preset carrying each knob's effect and its own measured figure."""
-    results: dict[str, Any] = {"objective": report.objective}
-    source = report.confirmation or (report.effects[0].report if report.effects else None)
-    row = source.objective_row if source is not None else None
-    if row is not None:
-        # The minimal config's own repeats: arm A of the confirmation, else (nothing
-        # dropped: minimal == winner) arm B of a leave-one-out A/B.
-        arm = row.a if report.confirmation is not None else row.b
-        results["objective_value"] = arm.mean
-        if arm.n >= 2:
-            results["noise"] = {
-                "objective": report.objective,
-                "repeats": arm.n,
-                "mean": arm.mean,
-                "stdev": arm.std,
-            }
-    results["ablation"] = report.ablation_tables()
-    gpus = list(winner.gpu_names or [])
-    return preset_from_config(
-        report.minimal,
-        f"minimal-{winner.short_id}",
-        description=f"Trial {winner.id} without the knobs whose effect was inside the noise. "
-        + report.summary(),
-        target=PresetTarget(
-            model=winner.config.model,
-            vllm_version=winner.vllm_version,
-            platform=winner.platform,
-            gpu_name=gpus[0] if gpus else None,
-            gpu_count=len(gpus) if gpus else None,
-        ),
-        workload={k: v for k, v in winner.workload.to_dict().items() if v is not None},
-        results=results,
-        provenance=Provenance(trial_id=winner.id, notes=f"tunelab ablate {winner.id}"),
-    )
 
 
 def _preset_text(preset: Preset) -> str:

@@ -30,6 +30,7 @@ from tuner.trials.export import to_csv, to_json
 from tuner.trials.guard_check import guard_of, trial_verdict
 from tuner.trials.model import Trial, TrialStatus, metric
 from tuner.trials.store import StoreError
+from tuner.trials.vllm_sweep import SweepExportError, write_sweep
 
 if TYPE_CHECKING:
     from tuner.trials.guard_check import TrialGuard
@@ -52,6 +53,19 @@ def results_command(
     as_json: opt.JsonOpt = False,
     as_csv: Annotated[
         bool, typer.Option("--csv", help="Print CSV on stdout (one row per trial).")
+    ] = False,
+    vllm_sweep: Annotated[
+        Path | None,
+        typer.Option(
+            "--vllm-sweep",
+            metavar="DIR",
+            help="Write the trials in `vllm bench sweep`'s layout under DIR "
+            "(SERVE-...-BENCH-.../run=N.json, summary.json, summary.csv), "
+            "for `vllm bench sweep plot DIR`.",
+        ),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace a non-empty --vllm-sweep directory.")
     ] = False,
     store_path: opt.StoreOpt = None,
 ) -> None:
@@ -80,6 +94,9 @@ def results_command(
         if as_csv:
             typer.echo(to_csv(trials), nl=False)
             return
+        if vllm_sweep is not None:
+            _write_vllm_sweep(trials, vllm_sweep, force=force, as_json=as_json)
+            return
         guards = study_guards(store, trials)
         if as_json:
             rows = json.loads(to_json(trials))
@@ -89,6 +106,26 @@ def results_command(
             typer.echo(json.dumps(rows, indent=1))
             return
         _print_table(trials, store.path, study, guards)
+
+
+def _write_vllm_sweep(trials: list[Trial], out: Path, *, force: bool, as_json: bool) -> None:
+    try:
+        written = write_sweep(trials, out, force=force)
+    except SweepExportError as exc:
+        raise opt.usage_error("results", str(exc)) from None
+    except OSError as exc:
+        raise opt.usage_error("results", f"cannot write {out}: {exc.strerror or exc}") from None
+    if as_json:
+        typer.echo(json.dumps(written.to_dict(), indent=1))
+        return
+    varied = ", ".join(written.serve_keys + written.bench_keys) or "nothing (one combination)"
+    typer.echo(
+        f"wrote {written.runs} run(s) in {len(written.combinations)} combination(s) to {out} "
+        f"(varying: {varied})"
+    )
+    for trial_id, why in written.skipped.items():
+        typer.echo(f"  left out {trial_id[:8]}: {why}")
+    typer.echo(f"plot it with vLLM's own tool: vllm bench sweep plot {out}")
 
 
 def show_command(

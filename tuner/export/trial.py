@@ -15,7 +15,6 @@ preset that changed the model's answers says so wherever it travels.
 from __future__ import annotations
 
 import math
-import statistics
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from tuner.export.errors import ExportError
 from tuner.export.preset import Preset, PresetTarget, Provenance, preset_from_config
 from tuner.trials.guard_check import TrialGuard, baseline_trial, guard_of, guard_verdicts
 from tuner.trials.model import Trial, TrialStatus, metric
+from tuner.trials.noise import RepeatNoise
 from tuner.trials.store import StoreError, TrialNotFound, TrialStore
 
 # Long per-request arrays are not worth carrying in a preset.
@@ -140,18 +140,10 @@ def guard_table(g: TrialGuard) -> dict[str, Any] | None:
 def _noise(trial: Trial, repeats: list[Trial]) -> dict[str, Any] | None:
     values = [(t.id, metric(t, trial.objective)) for t in repeats]
     values = [(i, v) for i, v in values if v is not None]
-    if len(values) < 2:
+    noise = RepeatNoise.of([v for _, v in values])
+    if noise is None:
         return None
-    numbers = [v for _, v in values]
-    return {
-        "objective": trial.objective,
-        "repeats": len(numbers),
-        "mean": statistics.fmean(numbers),
-        "stdev": statistics.stdev(numbers),
-        "min": min(numbers),
-        "max": max(numbers),
-        "trial_ids": [i for i, _ in values],
-    }
+    return noise.table(trial.objective, [i for i, _ in values])
 
 
 def _clean(value: Any) -> Any:

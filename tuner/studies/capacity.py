@@ -26,7 +26,6 @@ module is the pure part (search state, per-launch answer, the report).
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -39,8 +38,8 @@ from tuner.studies.stats import (
     Verdict,
     compare,
     format_relative,
-    t_quantile,
 )
+from tuner.trials.noise import RepeatNoise
 
 By = Literal["concurrency", "rate"]
 BY_CHOICES: tuple[By, ...] = ("concurrency", "rate")
@@ -247,12 +246,10 @@ def interval(values: Sequence[float], confidence: float = 0.95) -> Interval:
     """Mean and t interval over launches (no interval from one launch: there is no spread)."""
     if not values:
         raise CapacityError("no launch measured a capacity")
-    n = len(values)
-    mean = statistics.fmean(values)
-    if n < 2:
-        return Interval(n, mean, None, None, confidence)
-    half = t_quantile(0.5 + confidence / 2, n - 1) * statistics.stdev(values) / math.sqrt(n)
-    return Interval(n, mean, max(0.0, mean - half), mean + half, confidence)
+    noise = RepeatNoise.of(values, confidence)
+    if noise is None:
+        return Interval(len(values), float(values[0]), None, None, confidence)
+    return Interval(noise.n, noise.mean, max(0.0, noise.ci_low), noise.ci_high, confidence)
 
 
 def _fmt(by: By, value: float) -> str:

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tuner.errors import TunelabError
+from tuner.trials.model import PRUNED_TAG
 
 if TYPE_CHECKING:
     import optuna
@@ -51,7 +52,6 @@ if TYPE_CHECKING:
 
 READING_EVERY_S = 0.5
 PRUNABLE_OBJECTIVES = ("output_throughput", "total_token_throughput", "request_throughput")
-PRUNED_TAG = "pruned"
 
 Readings = Sequence[tuple[int, float]]
 

@@ -40,6 +40,7 @@ import psutil
 from tuner.redact import redact_url
 from tuner.rules import blocking
 from tuner.studies.common import meets, value_of
+from tuner.studies.optuna_labels import label_study
 from tuner.studies.optuna_store import (
     GRACE_S,
     HEARTBEAT_S,
@@ -160,7 +161,9 @@ def check_same_setup(
     }
     stored = study.user_attrs.get("tunelab_setup")
     if stored is None:
-        study.set_user_attr("tunelab_setup", json.loads(json.dumps(setup, default=str)))
+        plain = json.loads(json.dumps(setup, default=str))
+        study.set_user_attr("tunelab_setup", plain)
+        label_study(study, list(study.user_attrs.get("tunelab_objectives") or []), plain)
         return
     mine = json.loads(json.dumps(setup, default=str))
     differs = [k for k in mine if stored.get(k) != mine[k]]

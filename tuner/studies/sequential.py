@@ -52,7 +52,8 @@ from statistics import NormalDist
 from typing import TYPE_CHECKING
 
 from tuner.errors import TunelabError
-from tuner.studies.stats import Comparison, Scale, StatsError, Verdict, compare, t_cdf
+from tuner.studies.stats import Comparison, Scale, StatsError, Verdict, compare
+from tuner.trials.tdist import t_cdf
 
 if TYPE_CHECKING:
     import numpy as np

@@ -28,8 +28,9 @@ from typing import TYPE_CHECKING, Any
 
 from tuner.errors import EXIT_RUN_FAILED, TunelabError
 from tuner.studies.common import study_name, value_of
-from tuner.studies.stats import ArmStats, Direction, metric_direction, t_quantile, welch_interval
+from tuner.studies.stats import ArmStats, Direction, metric_direction, welch_interval
 from tuner.trials.model import Trial
+from tuner.trials.tdist import t_quantile
 
 if TYPE_CHECKING:
     from tuner.bench.workload import Workload

@@ -24,6 +24,8 @@ from tuner.rules.types import Finding
 
 DEFAULT_STUDY = "default"
 DEFAULT_OBJECTIVE = "output_throughput"
+# The tag a trial stopped by pruning carries (its decision, a dict): tuner.studies.pruning.
+PRUNED_TAG = "pruned"
 
 # Objectives where smaller is better (latencies); everything else is maximised.
 _MINIMISE_PREFIXES = ("mean_", "median_", "std_", "p")
