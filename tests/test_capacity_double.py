@@ -177,3 +177,66 @@ def test_capacity_ab_between_two_max_num_seqs(tmp_path: Path) -> None:
     row = data["comparison"]
     assert row["verdict"] == "B better" and row["rel_diff"] == pytest.approx(1.0)
     assert data["summary"].startswith("B carries +100.0% [+100.0%, +100.0%] concurrency vs A")
+
+
+def test_capacity_sweep_ranks_values_and_compares_the_best_with_the_runner_up(
+    tmp_path: Path,
+) -> None:
+    done = _cli(
+        "--model",
+        "engine-double",
+        "--sweep",
+        "max-num-seqs=6,2",
+        "--slo",
+        "p99_ttft_ms<=200",
+        "--input-len",
+        "16",
+        "--output-len",
+        "16",
+        "--num-prompts",
+        "4",
+        "--warmup",
+        "0",
+        "--max",
+        "32",
+        "--launches",
+        "2",
+        "--probes",
+        "6",
+        "--study",
+        "capsw",
+        "--store",
+        str(tmp_path / "trials.db"),
+        "--json",
+        home=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    by_value = {p["value"]: [lc["capacity"] for lc in p["launches"]] for p in data["points"]}
+    # The double's capacity is max-num-seqs (test above); under load a launch may read lower.
+    assert by_value[6] == [6, 6] and all(1 <= c <= 2 for c in by_value[2]), by_value
+    assert data["best"] == {"value": 6, "label": "max-num-seqs=6"}
+    # The best against the runner-up, as a capacity A/B would compare them.
+    row = data["comparison"]
+    assert row["verdict"] == "B better" and row["rel_ci_low"] > 1.0
+    assert "max-num-seqs=6 carries significantly more" in data["summary"]
+    # Launches round-robin, reversed every other round: 6 2, then 2 6 (one engine each).
+    with TrialStore(tmp_path / "trials.db") as store:
+        trials = store.list("capsw")
+    firsts = {}
+    for t in trials:
+        key = (t.tags["launch"], t.arm)
+        firsts[key] = min(firsts.get(key, t.created_at), t.created_at)
+    order = [arm for (_, arm) in sorted(firsts, key=lambda k: firsts[k])]
+    assert order == [f"max-num-seqs={v}" for v in (6, 2, 2, 6)]
+    bad = _cli(
+        "--model",
+        "engine-double",
+        "--sweep",
+        "max-num-seqs=4",
+        "--slo",
+        "p99_ttft_ms<=200",
+        home=tmp_path,
+    )
+    assert bad.returncode == 2 and "two or more values" in bad.stderr, bad.stderr
+    assert "Traceback" not in bad.stderr

@@ -5,6 +5,8 @@ searches one engine launch at a time (doubling, then bisection, as vLLM's
 ``vllm bench sweep serve_sla``) and prints the mean capacity over launches
 with its t interval: "max concurrency meeting p99_ttft_ms<=500: 48 [44, 52]".
 Every probe is a stored trial of the study (``tunelab results --study``).
+``--b-set`` makes it a capacity A/B; ``--sweep KEY=V1,V2,...`` a capacity
+sweep over one knob (tuner.studies.capacity_sweep).
 Exit status: 0 when a capacity was measured, 1 when no launch measured one,
 2 for input tunelab cannot use, 130 when interrupted.
 """
@@ -26,7 +28,9 @@ from tuner.cli.study_output import dump
 from tuner.lab import config as lab_config
 from tuner.studies.capacity import CapacityAB, CapacityError, Grid
 from tuner.studies.capacity_run import run_capacity, run_capacity_ab
+from tuner.studies.capacity_sweep import CapacitySweep, run_capacity_sweep
 from tuner.studies.slo import SLOError, parse_slo
+from tuner.studies.space import Param, SpaceError, parse_param
 
 if TYPE_CHECKING:
     from tuner.bench.workload import Workload
@@ -73,6 +77,15 @@ BSetOpt = Annotated[
         "arm A is the config as given.",
     ),
 ]
+SweepOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--sweep",
+        metavar="KEY=V1,V2,...",
+        help="Capacity as a sweep objective: the capacity of each value of one knob, "
+        "launches round-robin; the best is compared with the runner-up.",
+    ),
+]
 BPresetOpt = Annotated[
     str | None, typer.Option("--b-preset", help="Capacity A/B: arm B starts from this preset.")
 ]
@@ -89,6 +102,7 @@ class _Plan:
 
     a: EngineConfig
     b: EngineConfig | None
+    sweep: Param | None
     base: Workload
     slo: SLO
     grid: Grid
@@ -116,6 +130,7 @@ def capacity_command(
     set_items: opt.SetOpt = None,
     b_set: BSetOpt = None,
     b_preset: BPresetOpt = None,
+    sweep: SweepOpt = None,
     model: opt.ModelOpt = None,
     input_len: opt.InputLenOpt = opt.DEFAULT_INPUT_LEN,
     output_len: opt.OutputLenOpt = opt.DEFAULT_OUTPUT_LEN,
@@ -147,9 +162,12 @@ def capacity_command(
     )
     config = opt.make_config("capacity", preset, model, set_items, allow_code=allow_code)
     other = None
+    if sweep is not None and (b_set or b_preset):
+        raise opt.usage_error("capacity", "--sweep and --b-set/--b-preset: choose one")
     if b_set or b_preset:
         other = _arm_b(b_preset or preset, model, set_items, b_set or [], allow_code)
-    plan = _Plan(config, other, base, target, grid, launches, probes, study, confidence)
+    swept = _sweep_param(sweep) if sweep is not None else None
+    plan = _Plan(config, other, swept, base, target, grid, launches, probes, study, confidence)
     _finish(_run(plan, store_path, startup_timeout, verbose, as_json), as_json)
 
 
@@ -168,11 +186,29 @@ def _arm_b(
         raise opt.usage_error("capacity", f"--b-set: {exc}") from None
 
 
+def _sweep_param(text: str) -> Param:
+    """``KEY=V1,V2,...`` as a swept knob with its values checked (usage error otherwise)."""
+    try:
+        param = parse_param(text)
+        param.values()
+    except SpaceError as exc:
+        raise opt.usage_error("capacity", f"--sweep: {_with_fix(exc)}") from None
+    if param.kind != "categorical":
+        raise opt.usage_error(
+            "capacity", f"--sweep takes listed values (KEY=V1,V2,...), not a range: {text!r}"
+        )
+    if len(param.values()) < 2:
+        raise opt.usage_error(
+            "capacity", f"--sweep needs two or more values of {param.key}: {param.key}=V1,V2"
+        )
+    return param
+
+
 def _run(
     plan: _Plan, store_path: str | None, startup_timeout: float, verbose: bool, quiet: bool
-) -> CapacityReport | CapacityAB:
-    """Runs the capacity study (or capacity A/B) with the study progress display."""
-    arms = 2 if plan.b is not None else 1
+) -> CapacityReport | CapacityAB | CapacitySweep:
+    """Runs the capacity study (or capacity A/B or sweep) with the study progress display."""
+    arms = 2 if plan.b is not None else len(plan.sweep.values()) if plan.sweep else 1
     kwargs: dict[str, Any] = {
         "launches": plan.launches,
         "probes": plan.probes,
@@ -189,6 +225,13 @@ def _run(
             verbose=verbose,
             startup_timeout=startup_timeout,
         ) as (_, runner):
+            if plan.sweep is not None:
+                key, values = plan.sweep.key, list(plan.sweep.values())
+                sweep = partial(
+                    run_capacity_sweep, plan.a, key, values, plan.base, plan.slo, plan.grid, runner
+                )
+                kwargs["on_launch"] = None if quiet else _print_arm_launch
+                return studies._run_async("capacity", lambda: sweep(**kwargs))
             if plan.b is None:
                 one = partial(run_capacity, plan.a, plan.base, plan.slo, plan.grid, runner)
                 kwargs["on_launch"] = None if quiet else _print_launch
@@ -201,8 +244,11 @@ def _run(
         raise typer.Exit(exc.exit_code) from None
 
 
-def _finish(report: CapacityReport | CapacityAB, as_json: bool) -> None:
+def _finish(report: CapacityReport | CapacityAB | CapacitySweep, as_json: bool) -> None:
     """Prints the report; exit 1 when nothing (or an arm) measured no capacity."""
+    if isinstance(report, CapacitySweep):
+        _finish_sweep(report, as_json)
+        return
     if as_json:
         typer.echo(dump(report.to_dict()))
     elif isinstance(report, CapacityAB):
@@ -213,6 +259,32 @@ def _finish(report: CapacityReport | CapacityAB, as_json: bool) -> None:
         print_capacity(report)
     measured = report.comparison if isinstance(report, CapacityAB) else report.interval
     if measured is None:
+        raise typer.Exit(1)
+
+
+def _finish_sweep(report: CapacitySweep, as_json: bool) -> None:
+    """The sweep's per-value table and its verdict; exit 1 when no value measured a capacity."""
+    if as_json:
+        typer.echo(dump(report.to_dict()))
+    else:
+        for point in report.points:
+            print_capacity(point.report, point.label)
+        table = Table(title=f"capacity sweep of {markup(report.key)}", title_justify="left")
+        for name in ("value", "capacity", "interval", "launches"):
+            table.add_column(name)
+        best = report.best
+        for point in report.points:
+            iv = point.report.interval
+            mark = " ★" if best is not None and point is best else ""
+            table.add_row(
+                markup(f"{point.value}{mark}"),
+                "-" if iv is None else f"{iv.mean:g}",
+                "-" if iv is None or iv.low is None else f"[{iv.low:g}, {iv.high:g}]",
+                markup(", ".join(f"{c:g}" for c in point.report.capacities) or "-"),
+            )
+        Console().print(table)
+        typer.echo(report.summary())
+    if report.best is None:
         raise typer.Exit(1)
 
 
@@ -229,7 +301,7 @@ def _print_launch(answer: LaunchCapacity) -> None:
 
 
 def _print_arm_launch(arm: str, answer: LaunchCapacity) -> None:
-    typer.echo(f"arm {arm}, ", err=True, nl=False)
+    typer.echo(f"{'arm ' if len(arm) == 1 else ''}{arm}, ", err=True, nl=False)
     _print_launch(answer)
 
 

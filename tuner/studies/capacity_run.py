@@ -236,7 +236,7 @@ async def run_capacity(
     Raises:
         CapacityError: Fewer than 1 launch, or fewer probes than one doubling and one bisection.
     """
-    _check_counts(launches, probes)
+    check_counts(launches, probes)
     name = study or study_name("capacity")
     answers: list[LaunchCapacity] = []
     for launch in range(launches):
@@ -249,7 +249,7 @@ async def run_capacity(
     return CapacityReport(name, grid.by, str(slo), grid, answers, confidence)
 
 
-def _check_counts(launches: int, probes: int) -> None:
+def check_counts(launches: int, probes: int) -> None:
     if launches < 1:
         raise CapacityError(f"launches must be >= 1 (3 or more for an interval), got {launches}")
     if probes < 2:
@@ -279,7 +279,7 @@ async def run_capacity_ab(
     Raises:
         CapacityError: Bad counts, or arms on different models.
     """
-    _check_counts(launches, probes)
+    check_counts(launches, probes)
     if a.model != b.model:
         raise CapacityError(
             f"arms A and B serve different models ({a.model} vs {b.model})",
