@@ -289,3 +289,48 @@ async def test_the_workload_panel_takes_what_the_cli_takes() -> None:
         await pilot.pause()
         assert app.session.workload is None
         assert "rate 'fast' is not a number" in str(app.session.workload_error)
+
+
+async def test_capacity_key_searches_the_current_config_and_shows_the_cores_answer(
+    tmp_path: Path,
+) -> None:
+    seen: list[Message] = []
+    app = TunelabApp(services=services())
+    async with app.run_test(size=(160, 48), message_hook=seen.append) as pilot:
+        await settle(pilot)
+        for name, text in {"output_len": "8", "num_prompts": "4", "concurrency": "4"}.items():
+            app.main.query_one(f"#wl-{name}", Input).value = text
+        app.main.query_one(KnobPanel).row("max-num-seqs").control.value = "2"  # type: ignore[union-attr]
+        await pilot.pause()
+        from tui.screens.capacity import CapacityDialog
+
+        # A typo is a notification with the fix; nothing starts.
+        await pilot.press("k")
+        await pilot.pause()
+        assert isinstance(app.screen, CapacityDialog)
+        box = app.screen.query_one(Input)
+        assert box.value == "p99_ttft_ms<=500"  # vLLM's spelling, pre-filled
+        box.value = "ttft:500"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.jobs.current is None and not _finished(seen)
+        assert any("p99_ttft_ms<=500" in n.message for n in app._notifications)
+
+        await pilot.press("k")
+        await pilot.pause()
+        app.screen.query_one(Input).value = "p99_ttft_ms<=60"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: bool(_finished(seen)), 120, "the capacity search")
+        done = _finished(seen)[-1]
+        assert done.kind == "capacity" and done.ok, done.summary
+        report = done.result
+        # The Run panel shows the core's answer, whole.
+        assert str(app.main.query_one("#run-figures").render()) == report.summary()
+        assert report.slo == "p99_ttft_ms<=60" and len(report.launches) == 3
+        assert report.interval is not None and report.interval.mean >= 1
+        # Every probe is a trial of the session's study, at max-num-seqs 2, in the results.
+        probes = [p.trial_id for lc in report.launches for p in lc.probes]
+        by_id = {t.id: t for t in app.session.trials}
+        assert set(probes) <= set(by_id)
+        assert all(by_id[i].config.engine["max-num-seqs"] == 2 for i in probes)
+        assert all(by_id[i].tags["kind"] == "capacity" for i in probes)

@@ -269,6 +269,17 @@ class TunelabApp(WorkerErrors, KeyActions, App[None]):
 
         self.push_screen(SweepDialog(spec), chosen)
 
+    def action_capacity(self) -> None:
+        # Deferred to first use: the first paint composes the main screen only.
+        from tui.screens.capacity import CapacityDialog
+        from tuner.lab.capacity import suggested_slo
+
+        def chosen(text: str | None) -> None:
+            if text:
+                self.jobs.submit_capacity(text)
+
+        self.push_screen(CapacityDialog(suggested_slo(self.session.workload)), chosen)
+
     def action_stop(self) -> None:
         self.jobs.stop()
 

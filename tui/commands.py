@@ -54,6 +54,14 @@ ACTIONS: tuple[ActionSpec, ...] = (
         "Sweep the focused knob over a few values, the rest fixed",
         show=False,
     ),
+    ActionSpec(
+        "k",
+        "capacity",
+        "Capacity",
+        "Capacity under an SLO: the most users the current config carries while "
+        "e.g. p99_ttft_ms<=500 holds, over 3 engine launches (as `tunelab capacity`)",
+        show=False,
+    ),
     ActionSpec("s", "stop", "Stop", "Stop the run: the engine's whole process tree is killed"),
     ActionSpec(
         "f", "fix", "Fix", "Apply a finding's fix to the config (asks which when several have one)"

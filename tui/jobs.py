@@ -209,6 +209,36 @@ class Jobs:
         plan = tuple(f"{param.key}={value}" for value in param.choices)
         return self._enqueue(JobKind.SWEEP, f"sweep {spec}", make, plan)
 
+    def submit_capacity(self, slo_text: str) -> Job | None:
+        """Queue a capacity search of the current config at ``slo_text`` (vLLM's SLO spelling)."""
+        if not self._ready():
+            return None
+        # Deferred: the engine and study stacks load when a job starts, not at first paint.
+        from tuner.lab import capacity as lab_capacity
+
+        try:
+            slo = lab_capacity.parse(slo_text)
+        except lab_capacity.SLOError as exc:
+            fix = f" ({exc.fix})" if exc.fix else ""
+            self.host.notify(f"{exc}{fix}", severity="error", timeout=10)
+            return None
+        session = self.host.session
+        config, workload = session.config, session.workload
+        assert workload is not None
+
+        async def make(emit: Emit) -> JobResult:
+            return await lab_capacity.capacity(
+                config,
+                workload,
+                slo,
+                self._runner(emit),
+                study=session.study,
+                on_trial=self._record,
+            )
+
+        plan = tuple(f"L{n + 1}" for n in range(lab_capacity.LAUNCHES))
+        return self._enqueue(JobKind.CAPACITY, f"capacity at {slo}", make, plan)
+
     # -- running ------------------------------------------------------------------
 
     def _enqueue(

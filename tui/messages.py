@@ -25,6 +25,7 @@ from tuner.trials.model import Trial
 
 if TYPE_CHECKING:  # the study modules stay off start-up: nothing here needs them at run time
     from tuner.studies.ab import ABReport
+    from tuner.studies.capacity import CapacityReport
     from tuner.studies.sweep import SweepReport
 
 
@@ -34,10 +35,11 @@ class JobKind(StrEnum):
     RUN = "run"
     AB = "ab"
     SWEEP = "sweep"
+    CAPACITY = "capacity"
 
 
-# What a finished job hands back: the trial, the A/B's report or the sweep's.
-JobResult: TypeAlias = "Trial | ABReport | SweepReport"
+# What a finished job hands back: the trial, or the A/B's, the sweep's or the capacity's report.
+JobResult: TypeAlias = "Trial | ABReport | SweepReport | CapacityReport"
 
 
 @dataclass

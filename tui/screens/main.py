@@ -289,6 +289,7 @@ class MainScreen(Screen[None]):
     def _job_finished(self, message: JobFinished) -> None:
         # A job ran, so the study modules are loaded; not imported at first paint.
         from tuner.studies.ab import ABReport
+        from tuner.studies.capacity import CapacityReport
         from tuner.studies.sweep import SweepReport
 
         panel = self.run_panel
@@ -303,6 +304,9 @@ class MainScreen(Screen[None]):
             self.notify(f"A/B: {report.summary()}", timeout=12)
         elif message.kind is JobKind.SWEEP and message.ok and isinstance(result, SweepReport):
             panel.note(f"sweep best: {result.best_values} (trial {str(result.best_trial)[:8]})")
+        elif message.kind is JobKind.CAPACITY and message.ok and isinstance(result, CapacityReport):
+            panel.note(result.summary(), style="bold")
+            self.notify(f"Capacity: {result.summary()}", timeout=12)
         elif not message.ok:
             panel.stage(
                 "stopped" if "stopped" in message.summary else "failed", None, message.summary

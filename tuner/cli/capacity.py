@@ -25,6 +25,7 @@ from tuner.cli import options as opt
 from tuner.cli import studies
 from tuner.cli.safe_text import markup
 from tuner.cli.study_output import dump
+from tuner.lab import capacity as lab_capacity
 from tuner.lab import config as lab_config
 from tuner.studies.capacity import CapacityAB, CapacityError, Grid
 from tuner.studies.capacity_run import run_capacity, run_capacity_ab
@@ -120,10 +121,10 @@ def register(app: typer.Typer) -> None:
 def capacity_command(
     slo: SloOpt,
     by: ByOpt = "concurrency",
-    launches: LaunchesOpt = 3,
-    probes: ProbesOpt = 10,
+    launches: LaunchesOpt = lab_capacity.LAUNCHES,
+    probes: ProbesOpt = lab_capacity.PROBES,
     start: StartOpt = None,
-    limit: MaxOpt = 1024,
+    limit: MaxOpt = lab_capacity.LIMIT,
     step: StepOpt = None,
     preset: opt.PresetOpt = None,
     allow_code: opt.AllowCodeOpt = False,
@@ -147,8 +148,7 @@ def capacity_command(
     """Capacity under an SLO: the largest concurrency (or rate) meeting it, over N launches."""
     try:
         target = parse_slo(slo)
-        unit = step if step is not None else (1.0 if by == "concurrency" else 0.5)
-        grid = Grid(by, unit, start if start is not None else unit, limit)  # type: ignore[arg-type]
+        grid = lab_capacity.grid(by, start=start, limit=limit, step=step)
     except (SLOError, CapacityError) as exc:
         raise opt.usage_error("capacity", _with_fix(exc)) from None
     base = opt.make_workload(
