@@ -240,3 +240,102 @@ def test_capacity_sweep_ranks_values_and_compares_the_best_with_the_runner_up(
     )
     assert bad.returncode == 2 and "two or more values" in bad.stderr, bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def _tune(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "TUNELAB_HOME": str(home), "DOUBLE_TOKEN_MS": "25", "COLUMNS": "200"}
+    return subprocess.run(
+        [sys.executable, "-m", "tests.support.study_cli", "tune", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_tune_with_capacity_as_the_objective(tmp_path: Path) -> None:
+    import optuna
+
+    url = f"sqlite:///{tmp_path / 'optuna.db'}"
+    common = ["--model", "engine-double", "--input-len", "16", "--output-len", "16"]
+    common += ["--num-prompts", "4", "--warmup", "0", "--storage", url, "--study", "tc"]
+    common += ["--store", str(tmp_path / "trials.db")]
+    done = _tune(
+        "--objective",
+        "capacity",
+        "--slo",
+        "p99_ttft_ms<=200",
+        "--param",
+        "max-num-seqs=2,5",
+        "--trials",
+        "2",
+        "--seed",
+        "1",
+        "--json",
+        *common,
+        home=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["objective"] == "capacity" and len(data["points"]) == 2
+    # Each point is one launch whose capacity is the double's max-num-seqs.
+    for point in data["points"]:
+        assert point["capacity"] == point["values"]["max-num-seqs"], point
+    best = max(p["capacity"] for p in data["points"])
+    assert data["best"]["capacity"] == best
+    assert "--launches 3" in data["summary"]  # one launch per point: confirm with an interval
+    # Optuna holds the same values, named, each linked to its stored probe trials.
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.load_study(study_name="tc", storage=url)
+    assert study.metric_names == ["capacity"]
+    assert study.directions == [optuna.study.StudyDirection.MAXIMIZE]
+    with TrialStore(tmp_path / "trials.db") as store:
+        stored = {t.id: t for t in store.list("tc")}
+    for frozen in study.trials:
+        point = next(p for p in data["points"] if p["optuna_number"] == frozen.number)
+        assert frozen.values == [point["capacity"]]
+        ids = frozen.user_attrs["probe_trial_ids"]
+        assert ids and all(stored[i].tags["kind"] == "capacity" for i in ids)
+        assert {stored[i].config.engine["max-num-seqs"] for i in ids} == {
+            frozen.params["max-num-seqs"]
+        }
+    # Resuming with another SLO, or searching the load itself, is refused before any launch.
+    other = _tune(
+        "--objective",
+        "capacity",
+        "--slo",
+        "p99_ttft_ms<=300",
+        "--param",
+        "max-num-seqs=2,5",
+        "--trials",
+        "1",
+        *common,
+        home=tmp_path,
+    )
+    assert other.returncode == 2 and "started with another" in other.stderr, other.stderr
+    load = _tune(
+        "--objective",
+        "capacity",
+        "--slo",
+        "p99_ttft_ms<=200",
+        "--param",
+        "concurrency=2,4",
+        "--trials",
+        "1",
+        *common[:-4],
+        home=tmp_path,
+    )
+    assert load.returncode == 2 and "leave concurrency out" in load.stderr, load.stderr
+    none = _tune(
+        "--objective",
+        "capacity",
+        "--param",
+        "max-num-seqs=2,5",
+        "--trials",
+        "1",
+        *common,
+        home=tmp_path,
+    )
+    assert none.returncode == 2 and "--slo" in none.stderr
+    assert "Traceback" not in other.stderr + load.stderr + none.stderr

@@ -61,11 +61,20 @@ from tuner.cli.study_options import (
     TuneStudyOpt,
     VerboseOpt,
 )
-from tuner.cli.study_output import StudyProgress, dump, print_ab, print_search, print_sweep
+from tuner.cli.study_output import (
+    StudyProgress,
+    dump,
+    print_ab,
+    print_capacity_search,
+    print_search,
+    print_sweep,
+)
 from tuner.cli.study_winner import winner_command
+from tuner.lab import capacity as lab_capacity
 from tuner.lab import run as lab_run
 from tuner.lab.study import Study
 from tuner.studies.ab import ABError, run_ab
+from tuner.studies.capacity import CapacityError
 from tuner.studies.search import SearchError, objectives_for, run_search
 from tuner.studies.sequential import Spending
 from tuner.studies.space import Space, SpaceError, load_space, parse_param
@@ -80,12 +89,15 @@ if TYPE_CHECKING:
     from tuner.guard.settings import GuardSettings
     from tuner.studies.ab import ABReport
     from tuner.studies.executor import TrialRunner
+    from tuner.studies.slo import SLO
     from tuner.studies.space import Constraint, Param
     from tuner.trials.events import TrialEventCallback
     from tuner.trials.guard_check import ArmsGuard
     from tuner.trials.store import TrialStore
 
 T = TypeVar("T")
+# `tune --objective capacity`: each point is one capacity launch (tuner.studies.capacity_search).
+CAPACITY = "capacity"
 
 
 def register(app: typer.Typer) -> None:
@@ -533,6 +545,29 @@ def tune_command(
     base = opt.make_config("tune", preset, model, set_items, allow_code=allow_code)
     guard = opt.GuardArgs(no_guard, guard_prompts, guard_tokens).settings("tune")
     session = _Session("tune", store_path, startup_timeout, verbose, guard)
+    if objective == CAPACITY:
+        target = capacity_slo(constraints)
+        found = _run_study(
+            session,
+            f"tune {study} (capacity)",
+            trials * lab_capacity.PROBES,
+            lambda runner: lab_capacity.search(
+                base,
+                workload,
+                space,
+                target,
+                runner,
+                n_trials=trials,
+                study=study,
+                storage=storage,
+                seed=seed,
+            ),
+            (SearchError, SpaceError, CapacityError),
+        )
+        _emit(found, as_json, lambda r: r.to_dict(), print_capacity_search)
+        if found.measured == 0:
+            raise typer.Exit(1)
+        return
     report = _run_study(
         session,
         f"tune {study}",
@@ -559,6 +594,18 @@ def tune_command(
         raise typer.Exit(1)
 
 
+def capacity_slo(constraints: list[Constraint]) -> SLO:
+    """``--objective capacity``'s SLO: the --slo bounds, checked as `tunelab capacity` checks them."""
+    if not constraints:
+        raise opt.usage_error(
+            "tune", "--objective capacity needs the SLO to hold: --slo 'p99_ttft_ms<=500'"
+        )
+    try:
+        return lab_capacity.parse(",".join(str(c) for c in constraints))
+    except lab_capacity.SLOError as exc:
+        raise opt.usage_error("tune", f"{exc} ({exc.fix})" if exc.fix else str(exc)) from None
+
+
 def _tune_space(
     objective: str,
     latency_metric: str,
@@ -568,9 +615,10 @@ def _tune_space(
 ) -> Space:
     """The search space (file, then --param, then --slo bounds); the objective checked by
     tuner.studies.search before any trial."""
-    if objective not in ("throughput", "latency", "pareto"):
+    if objective not in ("throughput", "latency", "pareto", CAPACITY):
         raise opt.usage_error(
-            "tune", f"--objective must be throughput, latency or pareto, not {objective!r}"
+            "tune",
+            f"--objective must be throughput, latency, pareto or capacity, not {objective!r}",
         )
     if space_file is None and not param:
         raise opt.usage_error(
@@ -579,6 +627,8 @@ def _tune_space(
     try:
         space = load_space(space_file) if space_file else Space()
         extra = [parse_param(p) for p in param or []]
+        if objective == CAPACITY:  # the --slo bounds are the capacity's SLO, not constraints
+            return Space([*space.params, *extra], list(space.constraints), dict(space.fixed))
         space = Space(
             [*space.params, *extra], [*space.constraints, *constraints], dict(space.fixed)
         )

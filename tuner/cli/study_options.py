@@ -110,7 +110,11 @@ ParamOpt = Annotated[
 ]
 TuneObjectiveOpt = Annotated[
     str,
-    typer.Option("--objective", help="throughput, latency, or pareto (throughput vs latency)."),
+    typer.Option(
+        "--objective",
+        help="throughput, latency, pareto (throughput vs latency), or capacity (the most "
+        "users meeting --slo 'p99_ttft_ms<=500', one engine launch per point).",
+    ),
 ]
 LatencyMetricOpt = Annotated[
     str, typer.Option("--latency-metric", help="Latency key for latency/pareto objectives.")

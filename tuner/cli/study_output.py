@@ -23,6 +23,7 @@ from tuner.trials.events import StudyStatus, TrialDone, TrialFailed, TrialPruned
 
 if TYPE_CHECKING:
     from tuner.studies.ab import ABReport
+    from tuner.studies.capacity_search import CapacitySearchReport
     from tuner.studies.search import SearchReport
     from tuner.studies.sweep import SweepPoint, SweepReport
     from tuner.studies.winner import WinnerReport
@@ -223,6 +224,30 @@ def print_search(report: SearchReport) -> None:
         console.print(
             f"{title}: #{b['number']} {markup(params)} -> {markup(values)} (trial {markup(b['tunelab_trial_id'])})"
         )
+
+
+def print_capacity_search(report: CapacitySearchReport) -> None:
+    """Each searched point's launch capacity, then the best and how to confirm it."""
+    table = Table(
+        title=f"capacity search {markup(report.study)} at {markup(report.slo)}",
+        title_justify="left",
+    )
+    for name in ("#", "values", "capacity", "probes (✗ = missed)", "note"):
+        table.add_column(name)
+    best = report.best
+    for point in report.points:
+        launch = point.launch
+        note = launch.failure or ("" if launch.converged else "out of probes")
+        table.add_row(
+            f"{point.number}{' ★' if point is best else ''}",
+            markup(" ".join(f"{k}={v}" for k, v in point.values.items())),
+            f"{launch.capacity:g}" if launch.measured else "-",
+            markup(", ".join(f"{p.value:g}{'' if p.met else '✗'}" for p in launch.probes)),
+            markup(note),
+        )
+    console = Console(highlight=False)
+    console.print(table)
+    console.print(markup(report.summary()))
 
 
 def print_winner(report: WinnerReport) -> None:

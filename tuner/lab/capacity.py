@@ -15,8 +15,10 @@ from tuner.bench.workload import Workload
 from tuner.config import EngineConfig
 from tuner.studies.capacity import By, CapacityError, CapacityReport, Grid, LaunchCapacity
 from tuner.studies.capacity_run import DEFAULT_PROBES, run_capacity
+from tuner.studies.capacity_search import CapacitySearchReport, run_capacity_search
 from tuner.studies.executor import TrialRunner
 from tuner.studies.slo import SLO, SLOError, parse_slo
+from tuner.studies.space import Space
 from tuner.trials.events import (
     TrialDone,
     TrialEvent,
@@ -105,6 +107,34 @@ async def capacity(
     )
 
 
+async def search(
+    base: EngineConfig,
+    workload: Workload,
+    space: Space,
+    slo: SLO,
+    runner: TrialRunner,
+    *,
+    n_trials: int,
+    study: str,
+    storage: str | None = None,
+    seed: int | None = None,
+) -> CapacitySearchReport:
+    """Optuna over ``space`` maximising one launch's capacity at ``slo`` (``tune --objective capacity``)."""
+    return await run_capacity_search(
+        base,
+        probe_base(workload, slo),
+        space,
+        slo,
+        grid(),
+        runner,
+        n_trials=n_trials,
+        study=study,
+        storage=storage,
+        probes=PROBES,
+        seed=seed,
+    )
+
+
 def _recording(
     on_event: TrialEventCallback | None, on_trial: Callable[[Trial], None]
 ) -> TrialEventCallback:
@@ -117,4 +147,13 @@ def _recording(
     return call
 
 
-__all__ = ["LAUNCHES", "PROBES", "SLOError", "capacity", "grid", "parse", "suggested_slo"]
+__all__ = [
+    "LAUNCHES",
+    "PROBES",
+    "SLOError",
+    "capacity",
+    "grid",
+    "parse",
+    "search",
+    "suggested_slo",
+]

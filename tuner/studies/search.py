@@ -175,7 +175,7 @@ def check_same_setup(
         )
 
 
-def _owner() -> dict[str, Any]:
+def worker_owner() -> dict[str, Any]:
 
     proc = psutil.Process()
     return {"host": socket.gethostname(), "pid": os.getpid(), "created": proc.create_time()}
@@ -337,7 +337,7 @@ def suggest(trial: optuna.Trial, param: Param) -> Any:
     )
 
 
-class _Heartbeat:
+class Heartbeat:
     """Records the Optuna trial's heartbeat while its tunelab trial runs."""
 
     def __init__(self, storage: Any, trial_id: int) -> None:
@@ -351,7 +351,7 @@ class _Heartbeat:
                 self._storage.record_heartbeat(self._trial_id)
             self._stop.wait(HEARTBEAT_S)
 
-    def __enter__(self) -> _Heartbeat:
+    def __enter__(self) -> Heartbeat:
         self._thread.start()
         return self
 
@@ -444,7 +444,7 @@ async def run_search(
     base = base.with_values({k: v for k, v in space.fixed.items() if k not in WORKLOAD_KEYS})
     check_same_setup(opt, base, workload, space)
     recovered = recover_study(opt, runner.store, space.constraints)
-    owner = _owner()
+    owner = worker_owner()
     report = SearchReport(
         study=study,
         storage=redact_url(url),  # shown and stored: never the password
@@ -560,7 +560,7 @@ async def _measure_one(
     )
     ot.set_user_attr("tunelab_trial_id", trial.id)
     try:
-        with _Heartbeat(opt._storage, ot._trial_id):
+        with Heartbeat(opt._storage, ot._trial_id):
             watch = _reporter(ot, pruner) if pruner is not None else None
             done = await runner.one(trial, watch=watch)
     except BaseException:

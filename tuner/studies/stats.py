@@ -72,7 +72,14 @@ DEFAULT_METRICS: tuple[str, ...] = (
     "p99_e2el_ms",
 )
 
-_HIGHER_WORDS = ("throughput", "goodput", "tokens_per_s", "tokens_per_joule", "completed")
+_HIGHER_WORDS = (
+    "throughput",
+    "goodput",
+    "tokens_per_s",
+    "tokens_per_joule",
+    "completed",
+    "capacity",
+)
 _LOWER_SUFFIXES = ("_ms", "_s", "_seconds", "_j", "_joules")
 _LOWER_WORDS = ("failed", "latency", "energy", "power", "vram", "duration")
 
