@@ -11,8 +11,10 @@ tokens, so each stub streams at a known rate no matter how many run) — with
 1, 2 and 4 trials at once, in two layouts:
 
 * ``shared``: the k clients in one process, one event loop (what studies do);
-* ``separate``: each client in its own process (what moving clients into
-  processes would give).
+* ``separate``: each client in its own process, started by hand;
+* ``product``: one study process whose k clients each run in a process of
+  their own through ``tuner.bench.own_process.run_in_process`` (what the
+  trial runner does for trials side by side on GPU slots since issue 15).
 
 Per layout and k it prints the achieved output tokens/s and requests/s per
 trial (median over rounds), the aggregate, the client CPU (busy share of one
@@ -48,14 +50,22 @@ _KEYS = ("output_throughput", "request_throughput", "completed", "failed", "dura
 
 def _child(argv: list[str]) -> None:
     """Run clients for ``urls`` in THIS process, side by side on one loop; print results."""
-    urls, n, inp, out, conc = argv
+    product = argv[0] == "--product"
+    urls, n, inp, out, conc = argv[1:] if product else argv
+    import resource
+
     from tuner.bench import Workload, run_benchmark
+    from tuner.bench.own_process import run_in_process
 
     wl = Workload(
         input_len=int(inp), output_len=int(out), num_prompts=int(n), concurrency=int(conc)
     )
 
     async def all_clients() -> list:
+        if product:
+            return await asyncio.gather(
+                *(run_in_process(u, "stub-model", wl) for u in urls.split(","))
+            )
         return await asyncio.gather(
             *(
                 run_benchmark(u, "stub-model", wl, metrics_interval_s=3600.0)
@@ -63,16 +73,22 @@ def _child(argv: list[str]) -> None:
             )
         )
 
-    cpu0, t0 = time.process_time(), time.perf_counter()
+    def children_cpu() -> float:
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
+
+    cpu0, kids0, t0 = time.process_time(), children_cpu(), time.perf_counter()
     results = asyncio.run(all_clients())
-    cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
+    cpu = time.process_time() - cpu0 + children_cpu() - kids0
+    wall = time.perf_counter() - t0
     rows = [{k: r.to_dict()[k] for k in _KEYS} for r in results]
     tokens = sum(r.to_dict()["total_output_tokens"] for r in results)
     print("RESULT " + json.dumps({"clients": rows, "cpu_s": cpu, "wall_s": wall, "tokens": tokens}))
 
 
-def _spawn(urls: list[str], shape: tuple[int, ...]) -> subprocess.Popen[str]:
-    cmd = [sys.executable, __file__, "--child", ",".join(urls), *map(str, shape)]
+def _spawn(urls: list[str], shape: tuple[int, ...], product: bool = False) -> subprocess.Popen[str]:
+    mode = ["--product"] if product else []
+    cmd = [sys.executable, __file__, "--child", *mode, ",".join(urls), *map(str, shape)]
     return subprocess.Popen(
         cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
@@ -89,8 +105,8 @@ def _collect(proc: subprocess.Popen[str]) -> dict:
 def run_layout(layout: str, urls: list[str], shape: tuple[int, ...]) -> dict:
     """One measurement: k clients shared in one process, or one process each."""
     t0 = time.perf_counter()
-    if layout == "shared":
-        parts = [_collect(_spawn(urls, shape))]
+    if layout in ("shared", "product"):
+        parts = [_collect(_spawn(urls, shape, product=layout == "product"))]
     else:
         procs = [_spawn([u], shape) for u in urls]
         parts = [_collect(p) for p in procs]
@@ -142,7 +158,8 @@ def main() -> None:
         for rnd in range(args.repeats):
             for k in args.trials:
                 urls = [s.url for s in stubs[:k]]
-                for layout in ("shared", "separate") if rnd % 2 == 0 else ("separate", "shared"):
+                layouts = ("shared", "product", "separate")
+                for layout in layouts if rnd % 2 == 0 else layouts[::-1]:
                     if k == 1 and layout == "separate":
                         continue  # one client: the two layouts are the same
                     row = run_layout(layout, urls, shape)
@@ -163,18 +180,18 @@ def _summary(table: dict[tuple[str, int], list[dict]], ks: list[int]) -> None:
 
     base = med("shared", ks[0], "per_trial_tok_s")
     print("\nmedians | k | layout | per-trial tok/s | x k=1 | req/s | aggregate tok/s | busiest "
-          "client | tok per client CPU-s | shared / separate")  # fmt: skip
+          "client | tok per client CPU-s | / separate")  # fmt: skip
     for k in ks:
-        for layout in ("shared", "separate"):
+        for layout in ("shared", "product", "separate"):
             if k == ks[0] and layout == "separate":
                 continue
             per = med(layout, k, "per_trial_tok_s")
-            ratio = per / med("separate", k, "per_trial_tok_s") if layout == "shared" else 1.0
+            ratio = per / med("separate", k, "per_trial_tok_s") if layout != "separate" else 1.0
             print(
                 f"  k={k} {layout:8} {per:9,.0f} {per / base:6.2f} "
                 f"{med(layout, k, 'per_trial_req_s'):7.1f} {med(layout, k, 'aggregate_tok_s'):10,.0f} "
                 f"{med(layout, k, 'busy'):6.0%} {med(layout, k, 'tok_per_cpu_s'):10,.0f} "
-                + (f"{ratio:6.2f}" if layout == "shared" and k != ks[0] else "")
+                + (f"{ratio:6.2f}" if layout != "separate" and k != ks[0] else "")
             )
     ceiling = med("shared", ks[-1], "tok_per_cpu_s")
     print(

@@ -133,6 +133,8 @@ class TunelabApp(WorkerErrors, KeyActions, App[None]):
             model_info=session.model_info,
             sampler=self.sampler,
             command_for=services.engine_command,
+            # The client in its own process: the UI's frames and GIL delay none of its reads.
+            client_process=True,
         )
 
     # exit_on_error=False: a failing worker is reported (tui.worker_errors), the app stays up.

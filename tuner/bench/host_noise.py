@@ -212,13 +212,16 @@ class HostNoiseMeter:
         self._started = False
 
     @classmethod
-    def for_url(cls, url: str) -> HostNoiseMeter:
+    def for_url(cls, url: str, also_own: set[int] | None = None) -> HostNoiseMeter:
         """The meter for a run against ``url``: its local server's tree is the run's own.
 
-        A local server whose processes cannot be found leaves the foreign share unjudged.
+        A local server whose processes cannot be found leaves the foreign share
+        unjudged. ``also_own`` adds processes whose CPU is the run's too (the
+        tunelab process that started a client in a process of its own).
         """
         server = local_server_pids(url)
-        return cls(server, foreign_known=bool(server) or not is_local(url))
+        meter = cls(server | set(also_own or ()), foreign_known=bool(server) or not is_local(url))
+        return meter
 
     def start(self) -> None:
         """Takes the first reading (call right before the measured part)."""

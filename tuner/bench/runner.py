@@ -542,6 +542,7 @@ async def run_benchmark(
     metrics_interval_s: float = 1.0,
     headers: dict[str, str] | None = None,
     transport_factory: TransportFactory | None = None,
+    also_own: set[int] | None = None,
 ) -> BenchResult:
     """Benchmark the OpenAI-compatible server at ``url`` with ``workload``.
 
@@ -556,6 +557,8 @@ async def run_benchmark(
         headers: Extra headers for every call (e.g. Authorization); credentials
             in the URL's userinfo become a Basic Authorization header instead.
         transport_factory: Makes the streaming transport (default: the lean one).
+        also_own: Processes whose CPU counts as the run's own for the host-noise
+            meter (the parent of a client run in its own process).
 
     Returns:
         The BenchResult (failed requests are counted in it, not raised).
@@ -592,7 +595,7 @@ async def run_benchmark(
         )
         await watcher.start()
         started_at = datetime.now(UTC).isoformat(timespec="seconds")
-        meter = HostNoiseMeter.for_url(url)
+        meter = HostNoiseMeter.for_url(url, also_own)
         meter.start()
         records, duration = await _measure(dispatch, watcher, workload, trace)
         host_noise = meter.stop()

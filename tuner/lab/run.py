@@ -60,6 +60,9 @@ class RunOptions:
         command_for: Builds a replacement engine command (engine doubles in tests only).
         guard: The output-drift guard after each measured run (``--guard-prompts``,
             ``--guard-tokens``; tuner.guard.settings): probes, tokens, thresholds.
+        client_process: Each benchmark client in a process of its own (True under
+            a UI: its GIL then delays no read); None leaves it to the runner
+            (a process when trials run side by side on GPU slots).
     """
 
     python: str = sys.executable
@@ -69,6 +72,7 @@ class RunOptions:
     sampler: Sampler | None = None
     command_for: Callable[[EngineConfig], list[str]] | None = field(default=None, repr=False)
     guard: GuardSettings = field(default_factory=GuardSettings)
+    client_process: bool | None = None
 
 
 def guard_settings(
@@ -102,6 +106,8 @@ def runner(store: TrialStore, options: RunOptions, on_event: TrialEventCallback)
         kwargs["context"] = RunContext(options.target, options.model_info, [])
     if options.sampler is not None:
         kwargs["sampler"] = options.sampler
+    if options.client_process is not None:
+        kwargs["client_process"] = options.client_process
     return TrialRunner(store, on_event=on_event, options=kwargs, command_for=options.command_for)
 
 

@@ -69,6 +69,7 @@ async def run_workloads(
     engine_command: list[str] | None = None,
     engine_cwd: str | None = None,
     guard: bool | GuardSettings = True,
+    client_process: bool = False,
 ) -> list[Trial]:
     """Runs trials that share one config on ONE engine, one workload after another.
 
@@ -88,6 +89,9 @@ async def run_workloads(
         guard: The output-drift guard (tuner.guard) after each measured run,
             on the same engine: GuardSettings (probes, tokens, thresholds), True
             for the defaults (~8 probes x 16 tokens: seconds), False for none.
+        client_process: Run each benchmark client in a process of its own
+            (tuner.bench.own_process): for trials side by side and under a UI;
+            otherwise on its own event loop in a thread.
 
     Returns:
         The trials, each done, failed or skipped (never left active). Their
@@ -105,6 +109,7 @@ async def run_workloads(
     t_begin = time.monotonic()
     session = EngineSession(store, on_event, sampler, gpu_indices)
     session.guard = _guard_settings(guard)
+    session.client_process = client_process
     _admit(trials, store, session)
     if context is None:
         context = await asyncio.to_thread(resolve_context, config.model, python)
@@ -367,6 +372,7 @@ async def run_trial(
     engine_command: list[str] | None = None,
     engine_cwd: str | None = None,
     guard: bool | GuardSettings = True,
+    client_process: bool = False,
 ) -> Trial:
     """Runs one trial end to end: rules → engine start → warm-up → measured run → stop.
 
@@ -389,5 +395,6 @@ async def run_trial(
         engine_command=engine_command,
         engine_cwd=engine_cwd,
         guard=guard,
+        client_process=client_process,
     )
     return done[0]

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tuner.bench.own_loop import on_loop, run_in_own_loop
+from tuner.bench.own_process import run_in_process
 from tuner.bench.runner import run_benchmark
 from tuner.engine import proctree, running
 from tuner.engine.events import EngineBackendChosen, EngineLog, EngineStarting
@@ -69,6 +70,9 @@ class EngineSession:
         self.engine: Engine | None = None
         # The output-drift guard after each measured run (None: off).
         self.guard: GuardSettings | None = GuardSettings()
+        # The benchmark client in a process of its own (tuner.bench.own_process), else
+        # on an event loop of its own in a thread (tuner.bench.own_loop).
+        self.client_process = False
 
     # -- events ------------------------------------------------------------------
     def emit(self, event: TrialEvent) -> None:
@@ -163,13 +167,17 @@ class EngineSession:
         """
         assert self.engine is not None and self.engine.url is not None
         t_start = time.monotonic()
-        url, on_progress = self.engine.url, on_loop(self._progress(trial, marks))
-        # Its own loop: the UI sharing this one must not delay the client's reads.
-        bench = asyncio.ensure_future(
-            run_in_own_loop(
+        url, progress = self.engine.url, self._progress(trial, marks)
+        if self.client_process:
+            # Its own process: no GIL shared with the UI or the other trials' clients.
+            client = run_in_process(url, model, trial.workload, on_progress=progress)
+        else:
+            # Its own loop: the UI sharing this one must not delay the client's reads.
+            on_progress = on_loop(progress)
+            client = run_in_own_loop(
                 lambda: run_benchmark(url, model, trial.workload, on_progress=on_progress)
             )
-        )
+        bench = asyncio.ensure_future(client)
         crash = asyncio.ensure_future(self.watch_crash())
         try:
             await asyncio.wait({bench, crash}, return_when=asyncio.FIRST_COMPLETED)
