@@ -29,6 +29,25 @@ from tuner.trials.slots import (
 )
 from tuner.trials.store import TrialStore
 
+
+class _ClientWatch:
+    """Records, at each progress event, whether the benchmark client runs as a child process."""
+
+    def __init__(self) -> None:
+        self.in_child: list[bool] = []
+
+    def __call__(self, event: object) -> None:
+        import psutil
+
+        from tuner.trials.events import TrialProgress
+
+        if isinstance(event, TrialProgress):
+            kids = psutil.Process().children(recursive=True)
+            self.in_child.append(
+                any("tuner.bench.own_process" in " ".join(k.cmdline()) for k in kids)
+            )
+
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -113,8 +132,11 @@ async def test_two_gpus_run_two_trials_at_once_on_distinct_devices(
         for n in (1, 2, 3, 4)
     ]
     options = {"context": context, "engine_command": _double(record), "engine_cwd": str(REPO)}
-    out = await TrialRunner(store, options=options).all(trials)
+    watch = _ClientWatch()
+    out = await TrialRunner(store, on_event=watch, options=options).all(trials)
     assert [t.status for t in out] == [TrialStatus.DONE] * 4, [t.failure_reason for t in out]
+    # Side by side, each trial's client runs in a process of its own (no shared GIL).
+    assert watch.in_child and all(watch.in_child)
     engines = [json.loads(line) for line in record.read_text().splitlines()]
     assert len(engines) == 4
     assert {e["CUDA_VISIBLE_DEVICES"] for e in engines} == {"0", "1"}
@@ -170,8 +192,11 @@ async def test_no_gpu_runs_one_after_another_unpinned(
     ]
     monkeypatch.setenv(FORCE_ENV, "0")
     options = {"context": context, "engine_command": _double(record), "engine_cwd": str(REPO)}
-    out = await TrialRunner(store, options=options).all(trials)
+    watch = _ClientWatch()
+    out = await TrialRunner(store, on_event=watch, options=options).all(trials)
     assert [t.status for t in out] == [TrialStatus.DONE] * 2
+    # One slot: the client stays in this process, on its own loop (no spawn per trial).
+    assert watch.in_child and not any(watch.in_child)
     engines = [json.loads(line) for line in record.read_text().splitlines()]
     assert [e["CUDA_VISIBLE_DEVICES"] for e in engines] == [None, None]
     first, second = out
