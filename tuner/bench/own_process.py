@@ -187,6 +187,10 @@ async def _child_main(request: dict[str, Any]) -> BenchResult:
 def main(argv: list[str]) -> int:
     """``python -m tuner.bench.own_process REQUEST ANSWER`` (what :func:`run_in_process` starts)."""
     request_path, answer_path = Path(argv[0]), Path(argv[1])
+    # Ctrl-C and a terminal hang-up reach the whole process group: the parent decides
+    # what they mean (it cancels, and then stops this child with SIGTERM).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     _watch_parent()
     request = pickle.loads(request_path.read_bytes())
     try:
