@@ -554,11 +554,9 @@ async def run_benchmark(
         tokenizer_path: tokenizer.json or model dir for exact random prompts;
             default: the model's root dir if local, else the server's /tokenize.
         metrics_interval_s: Seconds between /metrics scrapes during the run.
-        headers: Extra headers for every call (e.g. Authorization); credentials
-            in the URL's userinfo become a Basic Authorization header instead.
+        headers: Extra headers (Authorization ...); URL userinfo becomes Basic auth instead.
         transport_factory: Makes the streaming transport (default: the lean one).
-        also_own: Processes whose CPU counts as the run's own for the host-noise
-            meter (the parent of a client run in its own process).
+        also_own: More processes whose CPU is the run's own (tuner.bench.own_process).
 
     Returns:
         The BenchResult (failed requests are counted in it, not raised).

@@ -547,26 +547,9 @@ def tune_command(
     session = _Session("tune", store_path, startup_timeout, verbose, guard)
     if objective == CAPACITY:
         target = capacity_slo(constraints)
-        found = _run_study(
-            session,
-            f"tune {study} (capacity)",
-            trials * lab_capacity.PROBES,
-            lambda runner: lab_capacity.search(
-                base,
-                workload,
-                space,
-                target,
-                runner,
-                n_trials=trials,
-                study=study,
-                storage=storage,
-                seed=seed,
-            ),
-            (SearchError, SpaceError, CapacityError),
+        _tune_capacity(
+            session, base, workload, space, target, trials, study, storage, seed, as_json
         )
-        _emit(found, as_json, lambda r: r.to_dict(), print_capacity_search)
-        if found.measured == 0:
-            raise typer.Exit(1)
         return
     report = _run_study(
         session,
@@ -591,6 +574,41 @@ def tune_command(
     )
     _emit(report, as_json, lambda r: r.to_dict(), print_search)
     if report.measured == 0:
+        raise typer.Exit(1)
+
+
+def _tune_capacity(
+    session: _Session,
+    base: EngineConfig,
+    workload: Workload,
+    space: Space,
+    target: SLO,
+    trials: int,
+    study: str,
+    storage: str | None,
+    seed: int | None,
+    as_json: bool,
+) -> None:
+    """``tune --objective capacity``: one capacity launch per Optuna point; exit 1 if none measured."""
+    found = _run_study(
+        session,
+        f"tune {study} (capacity)",
+        trials * lab_capacity.PROBES,
+        lambda runner: lab_capacity.search(
+            base,
+            workload,
+            space,
+            target,
+            runner,
+            n_trials=trials,
+            study=study,
+            storage=storage,
+            seed=seed,
+        ),
+        (SearchError, SpaceError, CapacityError),
+    )
+    _emit(found, as_json, lambda r: r.to_dict(), print_capacity_search)
+    if found.measured == 0:
         raise typer.Exit(1)
 
 
