@@ -269,6 +269,6 @@ def test_commands_that_send_no_request_load_no_http_stack() -> None:
             [sys.executable, "-c", code, command], capture_output=True, text=True, check=True
         ).stdout.strip()
 
-    for command in ("knobs", "check", "doctor", "gpus", "ab", "report"):
+    for command in ("knobs", "check", "doctor", "gpus", "ab", "tune", "capacity", "report"):
         assert loaded(command) == "[]", command
     assert "httptools" in loaded("bench")  # its own stack, loaded when it runs

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from tuner.bench.workload import Workload
 from tuner.config import EngineConfig
 from tuner.studies.capacity import By, CapacityError, CapacityReport, Grid, LaunchCapacity
 from tuner.studies.capacity_run import DEFAULT_PROBES, run_capacity
 from tuner.studies.capacity_search import CapacitySearchReport, run_capacity_search
-from tuner.studies.executor import TrialRunner
 from tuner.studies.slo import SLO, SLOError, parse_slo
 from tuner.studies.space import Space
 from tuner.trials.events import (
@@ -27,6 +27,10 @@ from tuner.trials.events import (
     TrialSkipped,
 )
 from tuner.trials.model import Trial
+
+if TYPE_CHECKING:
+    # Deferred: the executor loads the engine and benchmark stack; not at a command's start.
+    from tuner.studies.executor import TrialRunner
 
 LAUNCHES = 3
 PROBES = DEFAULT_PROBES

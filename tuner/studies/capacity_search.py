@@ -18,14 +18,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuner.bench.workload import Workload
 from tuner.config import EngineConfig
 from tuner.redact import redact_url
 from tuner.studies.capacity import UNIT, By, Grid, LaunchCapacity
 from tuner.studies.capacity_run import DEFAULT_PROBES, run_launch
-from tuner.studies.executor import TrialRunner
 from tuner.studies.optuna_store import SearchError, default_storage
 from tuner.studies.search import (
     Heartbeat,
@@ -37,6 +36,10 @@ from tuner.studies.search import (
 )
 from tuner.studies.slo import SLO
 from tuner.studies.space import WORKLOAD_KEYS, Space
+
+if TYPE_CHECKING:
+    # Deferred: the executor loads the engine and benchmark stack; not at a command's start.
+    from tuner.studies.executor import TrialRunner
 
 OBJECTIVE = "capacity"
 

@@ -15,16 +15,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuner.bench.workload import Workload
 from tuner.config import EngineConfig
 from tuner.studies.capacity import UNIT, CapacityError, CapacityReport, Grid, LaunchCapacity
 from tuner.studies.capacity_run import DEFAULT_PROBES, check_counts, run_launch
 from tuner.studies.common import study_name
-from tuner.studies.executor import TrialRunner
 from tuner.studies.slo import SLO
 from tuner.studies.stats import Comparison, Direction, Verdict, compare, format_relative
+
+if TYPE_CHECKING:
+    # Deferred: the executor loads the engine and benchmark stack; not at a command's start.
+    from tuner.studies.executor import TrialRunner
 
 
 @dataclass
