@@ -112,7 +112,7 @@ def _write_vllm_sweep(trials: list[Trial], out: Path, *, force: bool, as_json: b
     try:
         written = write_sweep(trials, out, force=force)
     except SweepExportError as exc:
-        raise opt.usage_error("results", str(exc)) from None
+        raise opt.usage_error("results", f"{exc} ({exc.fix})" if exc.fix else str(exc)) from None
     except OSError as exc:
         raise opt.usage_error("results", f"cannot write {out}: {exc.strerror or exc}") from None
     if as_json:

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner import knobs
+from tuner.errors import TunelabError
 from tuner.trials.model import PRUNED_TAG, Trial, TrialStatus
 
 DEFAULT = "default"
@@ -75,8 +76,8 @@ class SweepExport:
         }
 
 
-class SweepExportError(ValueError):
-    """Nothing to export, or the directory cannot take it."""
+class SweepExportError(TunelabError, ValueError):
+    """Nothing to export, or the directory cannot take it (bad input: exit 2)."""
 
 
 def serve_params(trial: Trial) -> dict[str, Any]:
@@ -174,9 +175,11 @@ def write_sweep(trials: Sequence[Trial], out: Path, *, force: bool = False) -> S
     report = SweepExport(root=out)
     report.skipped = {t.id: r for t in trials if (r := skip_reason(t)) is not None}
     if not runs:
-        raise SweepExportError("no finished trial to export; run a study first")
+        raise SweepExportError(
+            "no finished trial to export", fix="run a study first, or name one with --study"
+        )
     if out.exists() and any(out.iterdir()) and not force:
-        raise SweepExportError(f"{out} exists and is not empty (pass --force to replace it)")
+        raise SweepExportError(f"{out} exists and is not empty", fix="pass --force to replace it")
     runs.sort(key=lambda t: (t.started_at or t.created_at, t.created_at))
     serves = [serve_params(t) for t in runs]
     benches = [bench_params(t) for t in runs]
