@@ -17,6 +17,14 @@ Goals (issue 13): idle under 1 % of one core, first paint under 0.5 s, on a quie
 box. On a shared box the wall-clock paint time follows the load; the CPU used
 by then does much less, so compare both side by side (same session, medians).
 
+The child's byte-code caches are written first (a default Python writes them on
+the first start; this box sets ``PYTHONDONTWRITEBYTECODE``), and its terminal is
+sized before it starts, as an emulator does (sized later, Textual's first frame
+is redrawn for the new size). The idle figure is split by thread: the UI event
+loop and the sampler are tunelab's; the GPU reads are the FAKE backend's (a real
+driver costs what it costs); the rest is Textual's terminal I/O (its input
+thread polls at 10 Hz).
+
 Run: ``.venv/bin/python benchmarks/tui_idle.py [--seconds 20] [--gpus 8]``.
 """
 
@@ -25,6 +33,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import json
 import os
 import pty
 import select
@@ -33,6 +42,7 @@ import struct
 import sys
 import tempfile
 import termios
+import threading
 import time
 from pathlib import Path
 
@@ -70,6 +80,21 @@ class Moving:
         )
 
 
+def bare_child() -> None:
+    """The floor: a bare Textual app (one line with the node, a footer) on the same terminal."""
+    from textual.app import App, ComposeResult
+    from textual.widgets import Footer, Static
+
+    class Bare(App[None]):
+        BINDINGS = [("q", "quit", "Quit")]  # noqa: RUF012 (Textual's own form)
+
+        def compose(self) -> ComposeResult:
+            yield Static(f" {NODE} ")
+            yield Footer()
+
+    Bare().run()
+
+
 def child(rate_hz: float, gpus: int) -> None:
     """The app, as a user would run it, with the fake GPU backend."""
     sys.path.insert(0, str(REPO))
@@ -90,6 +115,41 @@ def child(rate_hz: float, gpus: int) -> None:
         node=NODE, introspect=recorded_vllm_info, telemetry=backend, telemetry_rate_hz=rate_hz
     )
     TunelabApp(model="tunelab:demo", services=services).run()
+
+
+THREADS_ENV = "TUNELAB_BENCH_THREADS"
+
+
+def _name_threads(path: Path) -> None:
+    """Write {native thread id: Python name} once a second, for the parent's per-thread split."""
+    while True:
+        names = {t.native_id: t.name for t in threading.enumerate() if t.native_id}
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(names))
+        tmp.replace(path)
+        time.sleep(1.0)
+
+
+def thread_cpu(pid: int) -> dict[int, float]:
+    """CPU seconds of each thread of ``pid`` (nanosecond schedstat, not 10 ms clock ticks)."""
+    out: dict[int, float] = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(OSError, ValueError):
+            out[int(tid)] = (
+                int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0]) / 1e9
+            )
+    return out
+
+
+def role(name: str) -> str:
+    """Which part of the app a thread is (the split the idle figure is reported by)."""
+    if name == "MainThread":
+        return "UI event loop"
+    if name == "tunelab-sampler":
+        return "telemetry sampler"
+    if name.startswith("tunelab-gpu"):
+        return "GPU reads (the FAKE backend's cost)"
+    return "other (Textual's terminal I/O, workers)"
 
 
 def read_for(fd: int, seconds: float, until: bytes | None = None) -> tuple[bytes, float | None]:
@@ -122,10 +182,16 @@ def main() -> int:
     parser.add_argument(
         "--gpus", type=int, default=8, help="8 (the fake node), or 0: no GPU, for comparison"
     )
+    parser.add_argument(
+        "--bare", action="store_true", help="time a bare Textual app instead: the floor"
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.rate, args.gpus)
+        names = os.environ.get(THREADS_ENV)
+        if names:
+            threading.Thread(target=_name_threads, args=(Path(names),), daemon=True).start()
+        bare_child() if args.bare else child(args.rate, args.gpus)
         return 0
 
     import psutil
@@ -138,10 +204,28 @@ def main() -> int:
     from tuner.demo_model import ensure_demo_model
 
     ensure_demo_model()
-    env = dict(os.environ, TUNELAB_HOME=home, TERM="xterm-256color", COLUMNS="160", LINES="48")
+    # A default Python caches byte code on the first start; this box may set
+    # PYTHONDONTWRITEBYTECODE, which would compile ~90 modules on every start.
+    # Measure the user's second start: caches in place, as on a default Python.
+    import compileall
+
+    for package in ("tui", "tuner", "tests/support"):
+        compileall.compile_dir(REPO / package, quiet=1)
+    names_file = Path(home) / "threads.json"
+    env = dict(
+        os.environ,
+        TUNELAB_HOME=home,
+        TERM="xterm-256color",
+        COLUMNS="160",
+        LINES="48",
+        **{THREADS_ENV: str(names_file)},
+    )
     t0 = time.monotonic()
     pid, fd = pty.fork()
-    if pid == 0:  # the child: become the app
+    if (
+        pid == 0
+    ):  # the child: size its terminal first, as a terminal emulator does, then become the app
+        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 48, 160, 0, 0))
         os.execve(
             sys.executable,
             [
@@ -152,10 +236,10 @@ def main() -> int:
                 str(args.rate),
                 "--gpus",
                 str(args.gpus),
+                *(["--bare"] if args.bare else []),
             ],
             env,
         )
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 48, 160, 0, 0))
     _, painted = read_for(fd, 30.0, until=NODE.encode())
     if painted is None:
         print("the app did not paint its status bar within 30 s", file=sys.stderr)
@@ -166,10 +250,17 @@ def main() -> int:
     paint_cpu = sum(proc.cpu_times()[:2])
     read_for(fd, args.warmup)
     cpu0 = proc.cpu_times()
+    threads0 = thread_cpu(pid)
     w0 = time.monotonic()
     read_for(fd, args.seconds)
     cpu1 = proc.cpu_times()
+    threads1 = thread_cpu(pid)
     wall = time.monotonic() - w0
+    names = {int(k): v for k, v in json.loads(names_file.read_text()).items()}
+    split: dict[str, float] = {}
+    for tid, seconds in threads1.items():
+        used_by = role(names.get(tid, ""))
+        split[used_by] = split.get(used_by, 0.0) + seconds - threads0.get(tid, 0.0)
     used = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
     threads = proc.num_threads()
     os.write(fd, b"q")
@@ -177,6 +268,7 @@ def main() -> int:
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, 0)
     share = used / wall * 100
+    what = "bare Textual app" if args.bare else f"{args.gpus} fake GPUs at {args.rate:g} Hz"
     print(
         f"time to first paint: {first_paint:.2f} s (goal < 0.5 s) — includes Python and Textual start-up"
     )
@@ -185,9 +277,11 @@ def main() -> int:
         f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
     )
     print(
-        f"idle CPU, {args.gpus} fake GPUs at {args.rate:g} Hz: {share:.2f} % of one core "
+        f"idle CPU, {what}: {share:.2f} % of one core "
         f"({used:.2f} s CPU over {wall:.1f} s; {threads} threads) (goal < 1 %)"
     )
+    for used_by, seconds in sorted(split.items(), key=lambda kv: -kv[1]):
+        print(f"  {used_by}: {seconds / wall * 100:.2f} %")
     return 0
 
 

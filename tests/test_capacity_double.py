@@ -105,22 +105,18 @@ def _cli(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+# The double's small workload and grid, shared by the CLI tests.
+SMALL = ["--input-len", "16", "--output-len", "16", "--num-prompts", "4", "--warmup", "0"]
+SMALL += ["--max", "32"]
+
+
 def test_cli_prints_the_answer_and_json(tmp_path: Path) -> None:
     common = [
         "--model",
         "engine-double",
         "--set",
         "max-num-seqs=4",
-        "--input-len",
-        "16",
-        "--output-len",
-        "16",
-        "--num-prompts",
-        "4",
-        "--warmup",
-        "0",
-        "--max",
-        "32",
+        *SMALL,
     ]
     done = _cli(
         *common,
@@ -153,16 +149,7 @@ def test_capacity_ab_between_two_max_num_seqs(tmp_path: Path) -> None:
         "max-num-seqs=6",
         "--slo",
         "p99_ttft_ms<=200",
-        "--input-len",
-        "16",
-        "--output-len",
-        "16",
-        "--num-prompts",
-        "4",
-        "--warmup",
-        "0",
-        "--max",
-        "32",
+        *SMALL,
         "--launches",
         "2",
         "--probes",
@@ -189,16 +176,7 @@ def test_capacity_sweep_ranks_values_and_compares_the_best_with_the_runner_up(
         "max-num-seqs=6,2",
         "--slo",
         "p99_ttft_ms<=200",
-        "--input-len",
-        "16",
-        "--output-len",
-        "16",
-        "--num-prompts",
-        "4",
-        "--warmup",
-        "0",
-        "--max",
-        "32",
+        *SMALL,
         "--launches",
         "2",
         "--probes",

@@ -18,7 +18,7 @@ from typing import Any
 
 from tests.support.tui_harness import services, wait_for
 from tui.app import TunelabApp
-from tui.widgets.gpu_panel import GpuCell
+from tui.widgets.gpu_panel import GpuPanel
 
 
 def _hanging_backend(gate: threading.Event, holder: dict[str, Any]) -> Any:
@@ -34,7 +34,7 @@ def _hanging_backend(gate: threading.Event, holder: dict[str, Any]) -> Any:
 
 
 def _cell_text(app: TunelabApp, index: int) -> str:
-    return str(app.main.query_one(f"#gpu-{index}", GpuCell).render())
+    return app.main.query_one(GpuPanel).cell_text(index).plain
 
 
 async def test_one_hung_and_one_failing_gpu_leave_the_rest_and_the_ui_working() -> None:
@@ -47,7 +47,9 @@ async def test_one_hung_and_one_failing_gpu_leave_the_rest_and_the_ui_working() 
     try:
         async with app.run_test(size=(160, 48)) as pilot:
             await wait_for(pilot, lambda: app.sampler is not None, what="the sampler")
-            await wait_for(pilot, lambda: len(app.main.query(GpuCell)) == 8, what="8 GPU cells")
+            await wait_for(
+                pilot, lambda: app.main.query_one(GpuPanel).cell_count == 8, what="8 GPU cells"
+            )
             await wait_for(
                 pilot,
                 lambda: "%" in _cell_text(app, 0) and "error" in _cell_text(app, 3),
@@ -90,7 +92,9 @@ async def test_a_telemetry_poll_after_the_gpu_panel_is_gone_is_skipped_not_raise
     app = TunelabApp(services=services(gpus=True, rate_hz=5.0))
     async with app.run_test(size=(160, 48)) as pilot:
         await wait_for(pilot, lambda: app.sampler is not None, what="the sampler")
-        await wait_for(pilot, lambda: len(app.main.query(GpuCell)) == 8, what="8 GPU cells")
+        await wait_for(
+            pilot, lambda: app.main.query_one(GpuPanel).cell_count == 8, what="8 GPU cells"
+        )
         snaps = app.sampler.latest()  # type: ignore[union-attr]
         histories = [[] for _ in snaps]
         assert app.main.show_telemetry(snaps, histories) is True

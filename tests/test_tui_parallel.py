@@ -19,7 +19,7 @@ from textual.widgets import Input, Static
 from tests.support.tui_harness import services, settle, wait_for
 from tui.app import TunelabApp
 from tui.messages import JobFinished, RunEvent
-from tui.widgets.gpu_panel import INDEX_STYLE, GpuCell, GpuPanel
+from tui.widgets.gpu_panel import CELL_WIDTH, INDEX_STYLE, GpuGrid, GpuPanel
 from tuner.bench.workload import Workload
 from tuner.config import EngineConfig
 from tuner.engine import running
@@ -78,11 +78,10 @@ async def test_gpu_panel_shows_the_slots_and_the_processes_that_are_not_tunelabs
         node = panel.query_one("#gpu-node", Static)
         line = str(node.render())
         own = running.engine_pids()
-        cells = {c.index: c for c in panel.query(GpuCell)}
         with_others = 0
         for snap in panel.snapshots:
             others = clean.foreign(snap.processes, own)
-            style = str(cells[snap.index].render().spans[0].style)
+            style = str(panel.cell_text(snap.index).spans[0].style)
             if others:
                 with_others += 1
                 assert f"GPU {snap.index}: {len(others)} other process" in line, line
@@ -107,7 +106,7 @@ async def test_gpu_panel_shows_the_slots_and_the_processes_that_are_not_tunelabs
         assert f"GPU 6,7 A1 {trial.id[:8]} queued" in line, line
         for index in (6, 7):
             if not clean.foreign(panel.snapshots[index].processes, own):
-                assert str(cells[index].render().spans[0].style) == INDEX_STYLE["busy"]
+                assert str(panel.cell_text(index).spans[0].style) == INDEX_STYLE["busy"]
         tracker.slot_end("GPU 6,7", trial)
         app.main.post_message(RunEvent(1, statuses[-1]))
         await pilot.pause(0.3)
@@ -119,3 +118,35 @@ def test_foreign_leaves_out_the_engines_own_processes() -> None:
     assert clean.foreign(procs, {10}) == (procs[1],)
     assert clean.foreign(procs, {10, 11}) == ()
     assert clean.foreign(None, {10}) is None
+
+
+async def test_gpu_grid_draws_each_cell_in_its_column_and_follows_the_width() -> None:
+    """Recorded amdsmi FAKE, 8 GPUs: one widget draws every cell (issue 13's idle CPU).
+
+    What the terminal shows (the grid's drawn lines) is checked against each
+    GPU's cell as the panel holds it, at 160 columns (4 per row) and at 80 (2 per
+    row); the tooltip follows the pointer from cell to cell.
+    """
+    app = TunelabApp(services=services(gpus=True, rate_hz=5.0))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        panel = app.main.query_one(GpuPanel)
+        await wait_for(pilot, lambda: bool(panel.snapshots), 10, "GPU snapshots")
+        await pilot.pause(0.3)
+        grid = panel.query_one("#gpu-grid", GpuGrid)
+        for width, columns in ((160, 4), (80, 2)):
+            await pilot.resize_terminal(width, 48)
+            await pilot.pause(0.3)
+            rows = -(-8 // columns)
+            assert grid.size.height == rows, (width, grid.size)
+            for index in range(8):
+                line = grid.render_line(index // columns).text
+                start = (index % columns) * CELL_WIDTH
+                drawn = line[start : start + CELL_WIDTH - 1].rstrip()
+                assert drawn == panel.cell_text(index).plain.rstrip(), (width, index, line)
+        await pilot.resize_terminal(160, 48)
+        await pilot.pause(0.3)
+        for index in (0, 5, 7):
+            await pilot.hover(grid, offset=((index % 4) * CELL_WIDTH + 2, index // 4))
+            await pilot.pause(0.1)
+            assert str(grid.tooltip).startswith(f"GPU {index}:"), (index, grid.tooltip)

@@ -98,6 +98,14 @@ class TunelabApp(WorkerErrors, KeyActions, App[None]):
 
     def on_mount(self) -> None:
         self._watch_hang_up()
+        # From the app's queue, after Textual's start-up batch has closed: Textual
+        # (8.2) renders a screen laid out inside that batch and then drops the
+        # frame, keeping only later partial updates, so the header stayed blank
+        # until the next full layout (``benchmarks/tui_idle.py``).
+        self.call_later(self._open)
+
+    def _open(self) -> None:
+        """The main screen first (its queue takes the workers' answers), then the workers."""
         self.push_screen(self._main)
         self.probe_vllm()
         self.open_telemetry()

@@ -9,35 +9,21 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
-from textual.screen import ModalScreen
-from textual.widgets import Input, Static
+
+from tui.screens.line_dialog import LineDialog
 
 
-class CapacityDialog(ModalScreen[str | None]):
+class CapacityDialog(LineDialog):
     """Asks for the SLO; Enter starts the search of the current config."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel", id="capacity.cancel")
     ]
-
-    def __init__(self, slo: str) -> None:
-        super().__init__()
-        self.slo = slo
-
-    def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog"):
-            yield Static("Capacity of the current config under an SLO", classes="dialog-title")
-            yield Static(
-                "The most users (concurrency) meeting every bound, searched on 3 engine "
-                "launches: p99_ttft_ms<=500,p99_itl_ms<=50. Enter starts, Esc cancels."
-            )
-            yield Input(self.slo, placeholder="p99_ttft_ms<=500", id="capacity-slo")
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.dismiss(event.value.strip() or None)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
+    HEADING = "Capacity of the current config under an SLO"
+    HINT = (
+        "The most users (concurrency) meeting every bound, searched on 3 engine "
+        "launches: p99_ttft_ms<=500,p99_itl_ms<=50. Enter starts, Esc cancels."
+    )
+    PLACEHOLDER = "p99_ttft_ms<=500"
+    FIELD_ID = "capacity-slo"

@@ -98,6 +98,11 @@ class MainScreen(Screen[None]):
         )
         self.refresh_all()
         self.query_one(KnobPanel).focus()  # keys work at once; Tab walks into the knobs
+        self.call_after_refresh(self.first_frame_shown)
+
+    def first_frame_shown(self) -> None:
+        """The first frame is on its way to the terminal: the deferred knob rows may mount now."""
+        self.query_one(KnobPanel).reveal_soon()
 
     def action_leave_input(self) -> None:
         """Esc leaves a text field so the single-key actions (r, a, f ...) work again."""

@@ -8,12 +8,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
-from textual.screen import ModalScreen
-from textual.widgets import Input, Static
 
+from tui.screens.line_dialog import LineDialog
 from tuner.config import EngineValue
 from tuner.knobs import Knob, ValueType, choices_for
 
@@ -32,25 +29,13 @@ def suggest(knob: Knob, current: EngineValue | None) -> str:
     return f"{knob.key}={values}"
 
 
-class SweepDialog(ModalScreen[str | None]):
+class SweepDialog(LineDialog):
     """Asks for the knob and values to sweep."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel", id="sweep.cancel")
     ]
-
-    def __init__(self, spec: str) -> None:
-        super().__init__()
-        self.spec = spec
-
-    def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog"):
-            yield Static("Sweep one knob, the rest fixed", classes="dialog-title")
-            yield Static("KEY=V1,V2,... (or KEY=int:LO..HI). Enter starts, Esc cancels.")
-            yield Input(self.spec, placeholder="max-num-seqs=8,32,64", id="sweep-spec")
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.dismiss(event.value.strip() or None)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
+    HEADING = "Sweep one knob, the rest fixed"
+    HINT = "KEY=V1,V2,... (or KEY=int:LO..HI). Enter starts, Esc cancels."
+    PLACEHOLDER = "max-num-seqs=8,32,64"
+    FIELD_ID = "sweep-spec"

@@ -2,7 +2,8 @@
 
 The sparkline is drawn as text on a fixed 0-100 % scale: Textual's Sparkline
 widget scales to the data's own maximum, which draws a steady 3 % as a full
-bar, and one Static per GPU keeps a 2 Hz refresh of eight GPUs cheap.
+bar; one widget draws every GPU's cell (:class:`GpuGrid`) so a 2 Hz refresh
+of eight GPUs stays cheap.
 
 The screen hands it snapshots (read off the event loop by the telemetry
 sampler thread); the panel only formats them. Cells flow into as many
@@ -23,12 +24,16 @@ with foreign processes yellow.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 import psutil
+from rich.cells import cell_len
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Container
-from textual.events import Resize
+from textual.events import MouseMove, Resize
+from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Static
@@ -41,103 +46,181 @@ from tuner.telemetry.types import GpuProcess
 from tuner.trials.events import SlotState
 
 CELL_WIDTH = 39  # 38 + 1 gutter
+GUTTER = 1
 SPARK_POINTS = 8
 BLOCKS = "▁▂▃▄▅▆▇█"
 
 
-def bar(fraction: float | None, width: int = 5) -> Text:
+Part = tuple[str, str]  # text and a Rich style name ("" for none): cheap to build and compare
+
+
+def bar(fraction: float | None, width: int = 5) -> tuple[Part, ...]:
     """A block bar for 0..1 (N/A as dots): compact and readable over SSH."""
     if fraction is None:
-        return Text("·" * width, style="dim")
+        return (("·" * width, "dim"),)
     fraction = max(0.0, min(1.0, fraction))
     full = round(fraction * width)
     style = "green" if fraction < 0.6 else "yellow" if fraction < 0.85 else "red"
-    return Text("█" * full, style=style) + Text("░" * (width - full), style="dim")
+    return ("█" * full, style), ("░" * (width - full), "dim")
 
 
-def spark(values: Sequence[float], width: int = SPARK_POINTS) -> Text:
+def spark(values: Sequence[float], width: int = SPARK_POINTS) -> Part:
     """Utilisation history on a fixed 0-100 % scale (a relative scale would draw 3 % as a full bar)."""
     tail = list(values)[-width:]
     blocks = "".join(
         BLOCKS[min(len(BLOCKS) - 1, max(0, int(v / 100.0 * len(BLOCKS))))] for v in tail
     )
-    return Text(blocks.rjust(width), style="cyan")
+    return blocks.rjust(width), "cyan"
 
 
 INDEX_STYLE = {"busy": "bold black on green", "foreign": "bold black on yellow"}
 
 
-def cell_text(snap: GpuSnapshot, mark: str | None = None) -> tuple[Text, Text]:
-    """Left (index, util bar, %) and right (VRAM, power, hotspot temp) parts of a cell.
+def cell_parts(
+    snap: GpuSnapshot, history: Sequence[float], mark: str | None = None
+) -> tuple[Part, ...]:
+    """One GPU's cell: index, util bar and %, util history, VRAM bar, power, hotspot temp.
 
     ``mark``: ``busy`` (a study's trial holds the GPU) or ``foreign`` (processes
-    other than this tunelab's engines are on it) colours the index.
+    other than this tunelab's engines are on it) colours the index. Plain
+    (text, style) pairs rather than a Rich ``Text``: eight cells at 2 Hz are
+    built, compared and drawn for the price of a few string operations.
     """
-    left = Text(f"{snap.index:>1}", style=INDEX_STYLE.get(mark or "", "bold"))
-    left.append(" ")
+    head: tuple[Part, ...] = ((f"{snap.index:>1}", INDEX_STYLE.get(mark or "", "bold")), (" ", ""))
     if snap.error:
-        left.append("error", style="red")
-        return left, Text(" read failed", style="red")
+        return (*head, ("error", "red"), (" ", ""), spark(history), (" read failed", "red"))
     util = snap.gfx_activity
-    left.append_text(bar(None if util is None else util / 100.0))
-    left.append(f" {fmt.pct(util):>4}")
-    right = Text(" ")
     frac = None
     if snap.vram_used is not None and snap.vram_total:
         frac = snap.vram_used / snap.vram_total
-    right.append("M")
-    right.append_text(bar(frac, 3))
     watts = "N/A" if snap.power_w is None else f"{snap.power_w:.0f}W"
     hot = snap.temp_hotspot if snap.temp_hotspot is not None else snap.temp_edge
-    right.append(f" {watts:>5} {fmt.temp(hot)}°C")
-    return left, right
+    return (
+        *head,
+        *bar(None if util is None else util / 100.0),
+        (f" {fmt.pct(util):>4} ", ""),
+        spark(history),
+        (" M", ""),
+        *bar(frac, 3),
+        (f" {watts:>5} {fmt.temp(hot)}°C", ""),
+    )
 
 
-class GpuCell(Widget):
-    """One GPU: util bar, util history, VRAM bar, power, temperature — one line, one widget.
+@lru_cache(maxsize=256)
+def _on(base: Style, name: str) -> Style:
+    """``name`` over the widget's base style (parsed and combined once, not per repaint)."""
+    return base + Style.parse(name) if name else base
 
-    A fixed-size widget that repaints itself only when its text changed, and
-    never asks for a layout pass: eight of them at 2 Hz must cost next to nothing.
-    It draws its one line itself (:meth:`render_line` over a cached strip) rather
-    than through :meth:`render`: Textual's general path converts the text to its
-    own content model on every repaint, which was most of the idle CPU (issue 13).
+
+def cell_tip(snap: GpuSnapshot) -> str:
+    """A cell's tooltip: the GPU's name and architecture, and the read error if any."""
+    tip = f"GPU {snap.index}: {snap.name or 'unknown'} ({snap.arch or '?'}); M = VRAM used"
+    return f"{tip}\n{snap.error}" if snap.error else tip
+
+
+class GpuGrid(Widget):
+    """Every GPU's one-line cell, in as many columns as fit: one widget draws them all.
+
+    Eight cell widgets in a CSS grid cost Textual a refresh, a render and a
+    compositor pass each, plus one for every container above them, on every
+    2 Hz tick: most of the TUI's idle CPU (issue 13). This widget keeps each
+    cell's text, draws its lines itself from cached strips (:meth:`render_line`)
+    and repaints only the rows whose cells changed; it asks for a layout only
+    when the number of rows changes.
     """
 
-    def __init__(self, index: int) -> None:
-        super().__init__(classes="gpu-cell", id=f"gpu-{index}")
-        self.index = index
-        self._text = Text(f"{index} …", style="dim")
-        self._strip: Strip | None = None
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._cells: list[tuple[Part, ...]] = []
+        self._tips: list[str] = []
+        self._columns = 1
+        self._rows: dict[int, Strip] = {}
+        self._changed: set[int] = set()
 
-    def render(self) -> Text:
-        """The cell's text (what :meth:`render_line` draws)."""
-        return self._text
+    @property
+    def count(self) -> int:
+        """How many GPU cells the grid draws."""
+        return len(self._cells)
+
+    def text(self, index: int) -> Text:
+        """GPU ``index``'s cell as drawn now."""
+        return Text.assemble(*self._cells[index])
+
+    def set_count(self, count: int) -> None:
+        """One cell per GPU, each saying it waits for its first reading."""
+        self._cells = [((f"{i} …", "dim"),) for i in range(count)]
+        self._tips = [f"GPU {i}" for i in range(count)]
+        self._fit()
+
+    def set_columns(self, columns: int) -> None:
+        """Cells per row (the panel's width decides)."""
+        if columns != self._columns:
+            self._columns = max(1, columns)
+            self._fit()
+
+    def _fit(self) -> None:
+        self._rows.clear()
+        rows = -(-len(self._cells) // self._columns)  # 0 rows with no GPU
+        if self.styles.height is None or self.styles.height.value != rows:
+            self.styles.height = rows  # a layout pass, only when the row count changes
+        self.refresh()
+
+    def show(self, snap: GpuSnapshot, history: Sequence[float], mark: str | None = None) -> None:
+        """Set GPU ``snap.index``'s cell from its newest snapshot (:meth:`repaint_changed` draws it)."""
+        index = snap.index
+        if not 0 <= index < len(self._cells):
+            return
+        parts = cell_parts(snap, history, mark)
+        self._tips[index] = cell_tip(snap)
+        if parts == self._cells[index]:
+            return
+        self._cells[index] = parts
+        row = index // self._columns
+        self._rows.pop(row, None)
+        self._changed.add(row)
+
+    def repaint_changed(self) -> None:
+        """One repaint of the rows whose cells changed since the last call."""
+        if self._changed:
+            top, bottom = min(self._changed), max(self._changed)
+            self._changed.clear()
+            self.refresh(Region(0, top, self.size.width, bottom - top + 1))
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
-        base = self.visual_style.rich_style
-        if y != 0:
-            return Strip.blank(width, base)
-        strip = self._strip
+        strip = self._rows.get(y)
         if strip is None or strip.cell_length != width:
-            segments = self._text.render(self.app.console)
-            strip = Strip(segments).apply_style(base).crop_extend(0, width, base)
-            self._strip = strip
+            strip = self._draw_row(y, width)
+            self._rows[y] = strip
         return strip
 
-    def show(self, snap: GpuSnapshot, history: Sequence[float], mark: str | None = None) -> None:
-        """Set the cell's content from the newest snapshot and the util history."""
-        left, right = cell_text(snap, mark)
-        text = Text.assemble(left, " ", spark(history), right)
-        if text.plain == self._text.plain and text.spans == self._text.spans:
-            return
-        self._text = text
-        self._strip = None
-        tip = f"GPU {snap.index}: {snap.name or 'unknown'} ({snap.arch or '?'}); M = VRAM used"
-        tip = f"{tip}\n{snap.error}" if snap.error else tip
+    def _draw_row(self, y: int, width: int) -> Strip:
+        base = self.visual_style.rich_style
+        first = y * self._columns
+        cells = self._cells[first : first + self._columns]
+        if not cells:
+            return Strip.blank(width, base)
+        room = CELL_WIDTH - GUTTER
+        segments: list[Segment] = []
+        for n, parts in enumerate(cells):
+            if n:
+                segments.append(Segment(" " * GUTTER, base))
+            cell = [Segment(text, _on(base, name)) for text, name in parts]
+            used = sum(cell_len(text) for text, _ in parts)
+            if used > room:  # never spill into the next cell
+                cell = list(Strip(cell).crop_extend(0, room, base))
+            elif used < room:
+                cell.append(Segment(" " * (room - used), base))
+            segments.extend(cell)
+        return Strip(segments).crop_extend(0, width, base)
+
+    def on_mouse_move(self, event: MouseMove) -> None:
+        """The tooltip follows the pointer from cell to cell."""
+        column = min(event.x // CELL_WIDTH, self._columns - 1)
+        index = event.y * self._columns + column
+        tip = self._tips[index] if 0 <= index < len(self._tips) else None
         if tip != self.tooltip:
             self.tooltip = tip
-        self.refresh()
 
 
 def _gib(n: int | None) -> str:
@@ -205,16 +288,18 @@ class GpuPanel(Widget):
         self._snaps: Sequence[GpuSnapshot] = ()
         self._histories: Sequence[Sequence[float]] = ()
         self._node_text = ""
+        # Kept, not queried: the 2 Hz refresh reaches them without a DOM query each tick.
+        self._grid_widget = GpuGrid(id="gpu-grid")
+        self._node_widget = Static("", id="gpu-node")
+        self._node_widget.display = False
 
     def compose(self) -> ComposeResult:
         yield Static("GPU telemetry: starting…", id="gpu-none")
         host = Static("", id="host-load")
         host.display = False
         yield host
-        yield Container(id="gpu-grid")
-        node = Static("", id="gpu-node")
-        node.display = False
-        yield node
+        yield self._grid_widget
+        yield self._node_widget
 
     @property
     def snapshots(self) -> Sequence[GpuSnapshot]:
@@ -263,23 +348,24 @@ class GpuPanel(Widget):
     def setup(self, count: int, description: str) -> None:
         """Create one cell per GPU (called once the backend is open)."""
         self.query_one("#gpu-none", Static).display = False
-        grid = self.query_one("#gpu-grid")
-        if len(grid.children) != count:
-            grid.remove_children()
-            grid.mount_all(GpuCell(i) for i in range(count))
+        grid = self.query_one(GpuGrid)
+        if grid.count != count:
+            grid.set_count(count)
         self.border_title = f"GPUs · {description}"
         self._fit_columns(self.size.width)
 
     def show(self, snaps: Sequence[GpuSnapshot], histories: Sequence[Sequence[float]]) -> bool:
-        """Update every cell; False while the cells are still mounting (show it again later)."""
+        """Update every cell; False while the grid has fewer cells than snapshots (not set up)."""
         self._snaps, self._histories = snaps, histories
-        cells = list(self.query(GpuCell))
+        grid = self._grid()
+        if grid is None:
+            return False  # the panel is being torn down (quit) while a poll was due
         # Engine trees are read only when some GPU lists processes (none: nothing to sort out).
         listed = any(s.processes for s in snaps)
         own = running.engine_pids() if listed else set()
         others = {s.index: found for s in snaps if (found := clean.foreign(s.processes, own))}
         with self.app.batch_update():  # one repaint for all cells
-            for cell, snap, history in zip(cells, snaps, histories, strict=False):
+            for snap, history in zip(snaps, histories, strict=False):
                 mark = (
                     "foreign"
                     if snap.index in others
@@ -287,7 +373,8 @@ class GpuPanel(Widget):
                     if snap.index in self._busy
                     else None
                 )
-                cell.show(snap, history, mark)
+                grid.show(snap, history, mark)
+            grid.repaint_changed()
             self._show_node(node_line(snaps, self._busy, others))
         if snaps:
             parts = {fmt.partition(s) for s in snaps if not s.error}
@@ -297,13 +384,28 @@ class GpuPanel(Widget):
             subtitle = f"{len(snaps)} × {name} · {part}"
             if subtitle != self.border_subtitle:
                 self.border_subtitle = subtitle
-        return len(cells) >= len(snaps)
+        return grid.count >= len(snaps)
+
+    def _grid(self) -> GpuGrid | None:
+        """The grid, or None once the panel is being torn down (a poll may still be due)."""
+        return self._grid_widget if self._grid_widget.is_attached else None
+
+    def cell_text(self, index: int) -> Text:
+        """GPU ``index``'s cell as drawn now (what a user reads on the screen)."""
+        grid = self._grid()
+        assert grid is not None, "the GPU panel is not mounted"
+        return grid.text(index)
+
+    @property
+    def cell_count(self) -> int:
+        """How many GPU cells the panel draws (0 before the backend is open)."""
+        grid = self._grid()
+        return 0 if grid is None else grid.count
 
     def _show_node(self, line: Text | None) -> None:
         """The line under the cells; repainted only when its text changed (2 Hz must stay cheap)."""
-        found = self.query("#gpu-node").results(Static)
-        node = next(iter(found), None)
-        if node is None:
+        node = self._node_widget
+        if not node.is_attached:
             return  # the panel is being torn down (quit) while a poll was due
         if line is None:
             node.display = False
@@ -318,5 +420,6 @@ class GpuPanel(Widget):
         self._fit_columns(event.size.width)
 
     def _fit_columns(self, width: int) -> None:
-        columns = max(1, (width - 2) // CELL_WIDTH)
-        self.query_one("#gpu-grid").styles.grid_size_columns = columns
+        grid = self._grid()
+        if grid is not None:
+            grid.set_columns(max(1, (width - 2) // CELL_WIDTH))

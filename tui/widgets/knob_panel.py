@@ -23,9 +23,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
 from textual.events import DescendantFocus
-from textual.geometry import Region
 from textual.message import Message
-from textual.strip import Strip
 from textual.widget import AwaitMount
 from textual.widgets import Input, Label, Select, Static, Switch
 
@@ -239,9 +237,12 @@ class KnobRow(Horizontal, Parking):
 class KnobPanel(VerticalScroll):
     """All knobs by group, in catalogue order.
 
-    The screen is composed with the group titles only; the rows mount just after
-    the panel's first frame is drawn (:meth:`render_lines`, :meth:`_reveal_rest`),
-    or at once when the user jumps to one of their knobs (:meth:`focus_knob`).
+    The screen is composed with the group titles only; the rows mount once the
+    app has put the whole first frame on the terminal (:meth:`reveal_soon`,
+    :meth:`_reveal_rest`), or at once when the user jumps to one of their knobs
+    (:meth:`focus_knob`). Mounting them holds the event loop for about a third of
+    a second on a 2-core box: started before the first frame was out, it kept
+    that frame off the screen just as long.
     The ~55 rows and their selects are most of the screen's widgets: mounting
     them before the first frame cost about a second on a 2-core box (issue 13
     "Speed"). They mount together, in one layout pass: one group per tick cost
@@ -249,8 +250,8 @@ class KnobPanel(VerticalScroll):
     Rows that mount late read :attr:`config` and :attr:`target` on mount.
     """
 
-    REVEAL_AFTER_PAINT_S = 0.05  # after the panel's first frame: that frame is written first
-    REVEAL_LATEST_S = 3.0  # if no frame came (hidden, headless), mount them anyway
+    REVEAL_AFTER_PAINT_S = 0.05  # the writer thread gets the frame to the terminal first
+    REVEAL_LATEST_S = 3.0  # if the app never says the frame is out, mount them anyway
 
     def __init__(self, version: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -299,15 +300,10 @@ class KnobPanel(VerticalScroll):
 
     def on_mount(self) -> None:
         self.border_title = "Knobs"
-        self.set_timer(self.REVEAL_LATEST_S, self._schedule_reveal)
+        self.set_timer(self.REVEAL_LATEST_S, self.reveal_soon)
 
-    def render_lines(self, crop: Region) -> list[Strip]:
-        """The panel's frame; the first one schedules the rows (the screen is on the terminal)."""
-        lines = super().render_lines(crop)
-        self._schedule_reveal(self.REVEAL_AFTER_PAINT_S)
-        return lines
-
-    def _schedule_reveal(self, delay: float = 0.0) -> None:
+    def reveal_soon(self, delay: float = REVEAL_AFTER_PAINT_S) -> None:
+        """Mount the pending rows after ``delay`` (the app calls it once its first frame is out)."""
         if self._pending and not self._reveal_due:
             self._reveal_due = True
             self.set_timer(delay, self._reveal_rest)

@@ -151,14 +151,17 @@ def capacity_command(
         grid = lab_capacity.grid(by, start=start, limit=limit, step=step)
     except (SLOError, CapacityError) as exc:
         raise opt.usage_error("capacity", _with_fix(exc)) from None
-    base = opt.make_workload(
-        "capacity",
-        input_len=input_len,
-        output_len=output_len,
-        num_prompts=num_prompts,
-        warmup=warmup,
-        seed=seed,
-        slo=",".join(f"{k}:{v:g}" for k, v in target.goodput().items()) or None,
+    # The SLO's goodput bounds on each request come from the one owner the TUI uses too.
+    base = lab_capacity.probe_base(
+        opt.make_workload(
+            "capacity",
+            input_len=input_len,
+            output_len=output_len,
+            num_prompts=num_prompts,
+            warmup=warmup,
+            seed=seed,
+        ),
+        target,
     )
     config = opt.make_config("capacity", preset, model, set_items, allow_code=allow_code)
     other = None
