@@ -118,6 +118,7 @@ def child(rate_hz: float, gpus: int) -> None:
 
 
 THREADS_ENV = "TUNELAB_BENCH_THREADS"
+NAMER = "bench-thread-names"  # this script's helper in the child: reported apart from the app
 
 
 def _name_threads(path: Path) -> None:
@@ -149,6 +150,8 @@ def role(name: str) -> str:
         return "telemetry sampler"
     if name.startswith("tunelab-gpu"):
         return "GPU reads (the FAKE backend's cost)"
+    if name == NAMER:
+        return "this benchmark's thread-name helper (not the app)"
     return "other (Textual's terminal I/O, workers)"
 
 
@@ -190,7 +193,9 @@ def main() -> int:
     if args.child:
         names = os.environ.get(THREADS_ENV)
         if names:
-            threading.Thread(target=_name_threads, args=(Path(names),), daemon=True).start()
+            threading.Thread(
+                target=_name_threads, args=(Path(names),), name=NAMER, daemon=True
+            ).start()
         bare_child() if args.bare else child(args.rate, args.gpus)
         return 0
 
@@ -222,9 +227,8 @@ def main() -> int:
     )
     t0 = time.monotonic()
     pid, fd = pty.fork()
-    if (
-        pid == 0
-    ):  # the child: size its terminal first, as a terminal emulator does, then become the app
+    if pid == 0:
+        # The child: size its terminal first, as a terminal emulator does, then become the app.
         fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 48, 160, 0, 0))
         os.execve(
             sys.executable,
@@ -261,7 +265,9 @@ def main() -> int:
     for tid, seconds in threads1.items():
         used_by = role(names.get(tid, ""))
         split[used_by] = split.get(used_by, 0.0) + seconds - threads0.get(tid, 0.0)
-    used = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
+    helper = role(NAMER)
+    # The app's CPU: the whole process less this script's own helper thread.
+    used = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system) - split.pop(helper, 0.0)
     threads = proc.num_threads()
     os.write(fd, b"q")
     read_for(fd, 3.0)
