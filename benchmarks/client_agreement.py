@@ -14,8 +14,12 @@ the engine, and the engine's prefix-cache hits in the run.
 ``random`` dataset, tunelab's ``--text-prompts``): this is how the
 first version of tests/test_bench_engine.py compared them, and it shows the
 two workloads differ in prefix-cache hits. ``--prompts shared`` sends both the
-same ShareGPT-format file. Figures quoted in docs/production.md and the
-README came from::
+same ShareGPT-format file. ``--isolate`` runs the clients and the API server
+on the cores vLLM's worker does not use and pins the EngineCore beside the
+worker (tests.support.engine_reference.client_cores): without it, on a
+2-core box the EngineCore's busy-polling makes both clients' TTFT excess
+jump between +3 and +370 ms from run to run. Figures quoted in
+docs/production.md and the README came from (before ``--isolate`` existed)::
 
     .venv/bin/python benchmarks/client_agreement.py --prompts random --plan OTOTOTOTOTOT
     .venv/bin/python benchmarks/client_agreement.py --prompts shared --plan ONTONTONTONT
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -37,12 +42,14 @@ sys.path.insert(0, str(REPO))
 
 from tests.support.engine_reference import (  # noqa: E402
     ENGINE_HISTOGRAMS,
+    client_cores,
     engine_page,
     write_shared_prompts,
 )
 from tests.support.engine_thread import EngineThread  # noqa: E402
 from tests.support.vllm_bench_serve import run_vllm_bench  # noqa: E402
 from tuner.bench import Workload, run_benchmark  # noqa: E402
+from tuner.bench.host_noise import local_server_pids  # noqa: E402
 from tuner.config import EngineConfig  # noqa: E402
 from tuner.cpu_demo import DEMO_ENGINE_ARGS  # noqa: E402
 from tuner.demo_model import ensure_demo_model  # noqa: E402
@@ -74,12 +81,14 @@ def _commands(url: str, served: str, model: Path, shared: Path | None) -> dict[s
 
 
 def _run(kind: str, cmds: dict[str, list[str]], url: str, served: str, model: Path,
-         shared: Path | None) -> dict:  # fmt: skip
+         shared: Path | None, cores: set[int] | None) -> dict:  # fmt: skip
     if kind == "T":
-        return run_vllm_bench(cmds["T"], timeout_s=300)
+        return run_vllm_bench(cmds["T"], cores, timeout_s=300)
     if kind == "O":
+        pin = (lambda: os.sched_setaffinity(0, cores)) if cores else None
         proc = subprocess.run([sys.executable, "-m", "tui", *cmds["O"]], capture_output=True,
-                              text=True, cwd=REPO, timeout=300, check=True)  # fmt: skip
+                              text=True, cwd=REPO, timeout=300, check=True,
+                              preexec_fn=pin)  # fmt: skip
         return json.loads(proc.stdout)
     wl = Workload(input_len=IN, output_len=OUT, num_prompts=PROMPTS, concurrency=8,
                   request_rate=20.0, burstiness=4.0, warmup_requests=0, text_prompts=shared is None,
@@ -93,6 +102,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompts", choices=("random", "shared"), default="shared")
     parser.add_argument("--plan", default="OTOTOT", help="O tunelab, T vLLM, N tunelab unscraped")
+    parser.add_argument("--isolate", action="store_true", help="clients off the engine's cores")
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="tunelab-agree-"))
     os.environ["TUNELAB_HOME"] = str(home)
@@ -101,6 +111,7 @@ def main() -> None:
                       log_path=home / "engine.log", startup_timeout=600)  # fmt: skip
     runner = EngineThread(spec)
     eng = runner.start()
+    stack = contextlib.ExitStack()
     try:
         shared = (
             write_shared_prompts(model, home / "prompts.json", PROMPTS, IN, OUT)
@@ -108,11 +119,16 @@ def main() -> None:
             else None
         )
         cmds = _commands(eng.url, eng.served_model, model, shared)
-        _run("O", cmds, eng.url, eng.served_model, model, shared)  # prime the engine
-        print(f"prompts: {args.prompts}; client mean / engine mean (client excess), ms")
+        _run("O", cmds, eng.url, eng.served_model, model, shared, None)  # prime the engine
+        split = client_cores(local_server_pids(eng.url))
+        cores = stack.enter_context(split) if args.isolate else None
+        if cores:  # N runs in this process
+            os.sched_setaffinity(0, cores)
+        print(f"prompts: {args.prompts}; clients on cores {sorted(cores) if cores else 'shared'};"
+              " client mean / engine mean (client excess), ms")  # fmt: skip
         for kind in args.plan:
             before = engine_page(eng.url)
-            res = _run(kind, cmds, eng.url, eng.served_model, model, shared)
+            res = _run(kind, cmds, eng.url, eng.served_model, model, shared, cores)
             after = engine_page(eng.url)
             cells = []
             for key, name in ENGINE_HISTOGRAMS.items():
@@ -123,6 +139,7 @@ def main() -> None:
             hits, prompt = (sum(after[c]) - sum(before[c]) for c in COUNTERS)
             print(f"{kind}  " + "  ".join(cells) + f"  prefix hits {hits:.0f}/{prompt:.0f}")
     finally:
+        stack.close()
         runner.stop()
 
 

@@ -7,7 +7,7 @@ same argument parser from ``vllm.benchmarks.serve.add_cli_args`` and calls its
 ``main`` — exactly what the ``bench serve`` subcommand does. It is always run
 in a subprocess: the tunelab process never imports vllm.
 
-Usage: ``python tests/support/vllm_bench_serve.py [--cpu N] -- <bench serve args>``;
+Usage: ``python tests/support/vllm_bench_serve.py [--cpu N[,M...]] -- <bench serve args>``;
 the result JSON is printed on the last stdout line, prefixed ``RESULT ``.
 """
 
@@ -17,21 +17,28 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
 
 def run_vllm_bench(
-    args: list[str], cpu: int | None = None, timeout_s: float = 600.0, python: str = sys.executable
+    args: list[str],
+    cpu: int | Collection[int] | None = None,
+    timeout_s: float = 600.0,
+    python: str = sys.executable,
 ) -> dict[str, Any]:
     """Run vLLM's bench serve with ``args`` in a subprocess and return its result dict.
+
+    ``cpu`` pins the client to that core (or those cores) before vLLM is imported.
 
     Raises:
         RuntimeError: The run failed; the message holds its output tail.
     """
     cmd = [python, str(Path(__file__).resolve())]
     if cpu is not None:
-        cmd += ["--cpu", str(cpu)]
+        cores = [cpu] if isinstance(cpu, int) else sorted(cpu)
+        cmd += ["--cpu", ",".join(map(str, cores))]
     cmd += ["--", *args]
     env = dict(os.environ, PYTHONWARNINGS="ignore", TQDM_DISABLE="1")
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
@@ -45,7 +52,7 @@ def run_vllm_bench(
 def _main() -> None:
     argv = sys.argv[1:]
     if argv[:1] == ["--cpu"]:
-        os.sched_setaffinity(0, {int(argv[1])})
+        os.sched_setaffinity(0, {int(c) for c in argv[1].split(",")})
         argv = argv[2:]
     if argv[:1] == ["--"]:
         argv = argv[1:]
