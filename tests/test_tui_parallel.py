@@ -25,7 +25,7 @@ from tuner.config import EngineConfig
 from tuner.engine import running
 from tuner.studies.progress import StudyTracker
 from tuner.telemetry import clean
-from tuner.telemetry.types import GpuProcess
+from tuner.telemetry.types import GpuProcess, GpuSnapshot
 from tuner.trials import events as ev
 from tuner.trials.model import Trial
 from tuner.trials.slots import FORCE_ENV
@@ -150,3 +150,33 @@ async def test_gpu_grid_draws_each_cell_in_its_column_and_follows_the_width() ->
             await pilot.hover(grid, offset=((index % 4) * CELL_WIDTH + 2, index // 4))
             await pilot.pause(0.1)
             assert str(grid.tooltip).startswith(f"GPU {index}:"), (index, grid.tooltip)
+
+
+async def test_gpu_grid_redraws_its_cached_rows_on_a_theme_change() -> None:
+    """A reading that does not change must not keep the old theme's colours.
+
+    The grid caches each drawn row with its base style; an idle GPU's cell stays
+    the same tick after tick, so only the style update can make it redraw.
+    """
+    from textual.app import App, ComposeResult
+
+    class One(App):
+        def compose(self) -> ComposeResult:
+            yield GpuGrid(id="g")
+
+    app = One()
+    async with app.run_test(size=(100, 4)) as pilot:
+        grid = app.query_one(GpuGrid)
+        grid.set_count(1)
+        grid.show(GpuSnapshot(index=0, name="MI355X", gfx_activity=0.0), [0.0])
+        grid.repaint_changed()
+        await pilot.pause()
+        seen = set()
+        for theme in ("textual-light", "textual-dark"):
+            app.theme = theme
+            await pilot.pause(0.2)
+            base = grid.visual_style.rich_style.bgcolor
+            line = grid.render_line(0)
+            assert {s.style.bgcolor for s in line if s.text.isspace()} == {base}, theme
+            seen.add(base)
+        assert len(seen) == 2, "the two themes gave one background: the test shows nothing"

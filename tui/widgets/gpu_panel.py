@@ -186,6 +186,11 @@ class GpuGrid(Widget):
             self._changed.clear()
             self.refresh(Region(0, top, self.size.width, bottom - top + 1))
 
+    def notify_style_update(self) -> None:
+        """A theme or CSS change: the cached rows carry the old base style."""
+        self._rows.clear()
+        super().notify_style_update()
+
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         strip = self._rows.get(y)
