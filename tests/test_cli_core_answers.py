@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from tests.support.openai_stub import StubProcess
 from tuner.bench.workload import WorkloadError
-from tuner.cli import studies
+from tuner.cli import study_session
 from tuner.cli.app import register_all
 from tuner.lab import run as lab_run
 from tuner.lab.workload import BY_NAME, parse_field
@@ -92,7 +92,7 @@ def test_study_commands_run_trials_through_the_lab_runner(tmp_path: Path) -> Non
         return None
 
     with TrialStore(tmp_path / "t.db") as store:
-        mine = studies.make_runner(store, on_event, 7.0)
+        mine = study_session.make_runner(store, on_event, 7.0)
         lab = lab_run.runner(store, lab_run.RunOptions(startup_timeout=7.0), on_event)
     assert type(mine) is type(lab)
     assert mine.options == lab.options and mine.options["startup_timeout"] == 7.0

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.support import study_cli
-from tuner.cli import studies
+from tuner.cli import study_session
 from tuner.cli.app import app, register_all
 from tuner.guard.settings import GuardSettingsError
 from tuner.lab.run import guard_settings
@@ -28,7 +28,7 @@ FAST += ["--num-prompts", "8", "--concurrency", "4", "--warmup", "0"]
 
 @pytest.fixture
 def cli(monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    monkeypatch.setattr(studies, "make_runner", study_cli._make_runner)
+    monkeypatch.setattr(study_session, "make_runner", study_cli._make_runner)
     monkeypatch.setenv("COLUMNS", "200")
     return CliRunner()
 

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.support import study_cli
-from tuner.cli import studies
+from tuner.cli import study_session
 from tuner.cli.app import app, register_all
 from tuner.studies.pruning import is_pruned
 from tuner.trials.model import TrialStatus
@@ -26,7 +26,7 @@ FAST += ["--num-prompts", "16", "--concurrency", "8", "--warmup", "0", "--no-gua
 
 @pytest.fixture
 def cli(monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    monkeypatch.setattr(studies, "make_runner", study_cli._make_runner)
+    monkeypatch.setattr(study_session, "make_runner", study_cli._make_runner)
     monkeypatch.setenv("COLUMNS", "200")
     monkeypatch.setenv(FORCE_ENV, "0")
     return CliRunner()

@@ -20,7 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.support import study_cli
-from tuner.cli import studies
+from tuner.cli import study_session
 from tuner.cli.app import app, register_all
 from tuner.trials.slots import FORCE_ENV
 from tuner.trials.store import TrialStore
@@ -34,7 +34,7 @@ AB = ["ab", "--a-set", "max-num-seqs=1", "--b-set", "max-num-seqs=8"]
 
 @pytest.fixture
 def cli(monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    monkeypatch.setattr(studies, "make_runner", study_cli._make_runner)
+    monkeypatch.setattr(study_session, "make_runner", study_cli._make_runner)
     monkeypatch.setenv("COLUMNS", "200")
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.delenv("HIP_VISIBLE_DEVICES", raising=False)

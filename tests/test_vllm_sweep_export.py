@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from tests.support import study_cli
 from tuner.bench.workload import Workload
-from tuner.cli import studies
+from tuner.cli import study_session
 from tuner.cli.app import app, register_all
 from tuner.config import EngineConfig
 from tuner.trials.model import PRUNED_TAG, Trial, TrialStatus
@@ -36,7 +36,7 @@ FAST += ["--num-prompts", "16", "--concurrency", "8", "--warmup", "0", "--no-gua
 
 @pytest.fixture
 def cli(monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    monkeypatch.setattr(studies, "make_runner", study_cli._make_runner)
+    monkeypatch.setattr(study_session, "make_runner", study_cli._make_runner)
     monkeypatch.setenv("COLUMNS", "200")
     return CliRunner()
 

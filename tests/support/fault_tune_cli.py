@@ -33,9 +33,9 @@ def _make_runner(store: Any, on_event: Any, startup_timeout: float) -> Any:
 
 
 def main() -> None:
-    from tuner.cli import studies
+    from tuner.cli import study_session
 
-    studies.make_runner = _make_runner
+    study_session.make_runner = _make_runner
     from tui.cli import main as tunelab_main
 
     tunelab_main(sys.argv[1:])

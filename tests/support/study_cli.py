@@ -2,7 +2,7 @@
 
 ``python -m tests.support.study_cli tune --param ... --model engine-double``
 is ``tunelab tune ...`` exactly — same argument parsing, store, Optuna study,
-progress and output — except that ``tuner.cli.studies.make_runner`` builds
+progress and output — except that ``tuner.cli.study_session.make_runner`` builds
 its trial runner with ``command_for`` pointing at
 ``tests/support/study_engine_double.py``. For tests whose subject is the
 study machinery (several workers, kill and resume), not the engine.
@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tuner.cli import studies
+from tuner.cli import study_session
 from tuner.config import EngineConfig
 from tuner.studies.executor import TrialRunner
 
@@ -45,7 +45,7 @@ def _make_runner(store, on_event, startup_timeout):  # type: ignore[no-untyped-d
 
 
 def main() -> None:
-    studies.make_runner = _make_runner
+    study_session.make_runner = _make_runner
     from tui.cli import main as tunelab_main
 
     tunelab_main(sys.argv[1:])

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from tuner.cli import options as opt
-from tuner.cli import studies
+from tuner.cli import study_session
 from tuner.cli.study_options import GpusOpt, VerboseOpt
 from tuner.cli.study_output import StudyProgress, dump
 from tuner.export.preset import dump_preset
@@ -80,9 +80,9 @@ def ablate_command(
             raise opt.usage_error("ablate", f"{exc} ({exc.fix})") from None
         planned = 2 * repeats * (len(knobs) + (1 if confirm else 0))
         with StudyProgress("ablate", planned, show_log=verbose) as progress:
-            runner = studies.make_runner(store, progress, startup_timeout)
-            studies.use_gpus("ablate", runner, gpus)
-            report = studies._run_async(
+            runner = study_session.make_runner(store, progress, startup_timeout)
+            study_session.use_gpus("ablate", runner, gpus)
+            report = study_session.run_async(
                 "ablate",
                 lambda: run_ablation(
                     winner,

@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tuner.cli import options as opt
-from tuner.cli import studies
+from tuner.cli import study_session
 from tuner.cli.safe_text import markup
 from tuner.cli.study_output import dump
 from tuner.lab import capacity as lab_capacity
@@ -220,7 +220,7 @@ def _run(
     }
     total = arms * plan.launches * plan.probes
     try:
-        with studies.study_runner(
+        with study_session.study_runner(
             "capacity",
             store_path,
             "capacity",
@@ -234,14 +234,14 @@ def _run(
                     run_capacity_sweep, plan.a, key, values, plan.base, plan.slo, plan.grid, runner
                 )
                 kwargs["on_launch"] = None if quiet else _print_arm_launch
-                return studies._run_async("capacity", lambda: sweep(**kwargs))
+                return study_session.run_async("capacity", lambda: sweep(**kwargs))
             if plan.b is None:
                 one = partial(run_capacity, plan.a, plan.base, plan.slo, plan.grid, runner)
                 kwargs["on_launch"] = None if quiet else _print_launch
-                return studies._run_async("capacity", lambda: one(**kwargs))
+                return study_session.run_async("capacity", lambda: one(**kwargs))
             ab = partial(run_capacity_ab, plan.a, plan.b, plan.base, plan.slo, plan.grid, runner)
             kwargs["on_launch"] = None if quiet else _print_arm_launch
-            return studies._run_async("capacity", lambda: ab(**kwargs))
+            return study_session.run_async("capacity", lambda: ab(**kwargs))
     except CapacityError as exc:
         typer.echo(f"tunelab capacity: {_with_fix(exc)}", err=True)
         raise typer.Exit(exc.exit_code) from None

@@ -22,7 +22,8 @@ import typer
 
 from tuner.bench.workload import Workload, WorkloadError
 from tuner.cli import options as opt
-from tuner.cli import studies
+from tuner.cli import study_session
+from tuner.cli.study_input import parse_fraction
 from tuner.cli.study_options import GpusOpt, VerboseOpt
 from tuner.cli.study_output import dump
 from tuner.environment import differences_from_preset
@@ -60,7 +61,7 @@ def verify_command(
     """Re-run the preset's \\[workload] here; exit 1 on a significant regression vs its \\[results]."""
     margin = 0.0 if tolerance.strip() in ("0", "0%") else None
     if margin is None:
-        margin = studies.parse_fraction("presets verify", "--tolerance", tolerance) or 0.0
+        margin = parse_fraction("presets verify", "--tolerance", tolerance) or 0.0
     try:
         preset = lab_config.load(file, allow_code=allow_code).preset
         reference = reference_of(preset.results)
@@ -74,16 +75,16 @@ def verify_command(
         fix = getattr(exc, "fix", None)
         raise opt.usage_error("presets verify", f"{exc}" + (f" ({fix})" if fix else "")) from None
     environment = _environment_differences(preset)
-    with studies.study_runner(
+    with study_session.study_runner(
         "presets verify",
         store_path,
         "verify",
         repeats,
         verbose=verbose,
         startup_timeout=startup_timeout,
-        prepare=lambda runner: studies.use_gpus("presets verify", runner, gpus),
+        prepare=lambda runner: study_session.use_gpus("presets verify", runner, gpus),
     ) as (_, runner):
-        report = studies._run_async(
+        report = study_session.run_async(
             "presets verify",
             lambda: run_verify(
                 preset.name,

@@ -17,10 +17,7 @@ Exit status: 0 when the study ran, 1 when it produced no usable measurement,
 
 from __future__ import annotations
 
-import asyncio
-import signal
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
@@ -62,16 +59,15 @@ from tuner.cli.study_options import (
     VerboseOpt,
 )
 from tuner.cli.study_output import (
-    StudyProgress,
     dump,
     print_ab,
     print_capacity_search,
     print_search,
     print_sweep,
 )
+from tuner.cli.study_session import Session, emit, run_study, use_gpus
 from tuner.cli.study_winner import winner_command
 from tuner.lab import capacity as lab_capacity
-from tuner.lab import run as lab_run
 from tuner.lab.study import Study
 from tuner.studies.ab import ABError, run_ab
 from tuner.studies.capacity import CapacityError
@@ -79,19 +75,16 @@ from tuner.studies.search import SearchError, objectives_for, run_search
 from tuner.studies.sequential import Spending
 from tuner.studies.space import Space, SpaceError, load_space, parse_param
 from tuner.studies.sweep import SweepError, run_sweep
-from tuner.trials.slots import SlotError, parse_gpu_list
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from tuner.bench.workload import Workload
     from tuner.config import EngineConfig
-    from tuner.guard.settings import GuardSettings
     from tuner.studies.ab import ABReport
     from tuner.studies.executor import TrialRunner
     from tuner.studies.slo import SLO
     from tuner.studies.space import Constraint, Param
-    from tuner.trials.events import TrialEventCallback
     from tuner.trials.guard_check import ArmsGuard
     from tuner.trials.store import TrialStore
 
@@ -106,141 +99,6 @@ def register(app: typer.Typer) -> None:
     app.command("sweep")(sweep_command)
     app.command("tune")(tune_command)
     app.command("winner")(winner_command)  # tuner.cli.study_winner
-
-
-# -- shared helpers -------------------------------------------------------------------
-def make_runner(
-    store: TrialStore, on_event: TrialEventCallback, startup_timeout: float
-) -> TrialRunner:
-    """The trial runner the study commands use: tuner.lab.run's, as the TUI's jobs get it.
-
-    Tests replace this function to run an engine double (tests/support/study_cli.py).
-    """
-    return lab_run.runner(store, lab_run.RunOptions(startup_timeout=startup_timeout), on_event)
-
-
-def use_gpus(command: str, runner: TrialRunner, gpus: str | None) -> None:
-    """Restricts the runner to ``--gpus`` and finds the GPUs now, so a bad list is a usage error."""
-    try:
-        runner.gpus = parse_gpu_list(gpus) if gpus is not None else None
-        runner.pool  # noqa: B018 - resolves (and checks) the GPU list before any trial starts
-    except SlotError as exc:
-        raise opt.usage_error(command, str(exc)) from None
-
-
-def _run_async(command: str, make: Callable[[], Awaitable[T]]) -> T:
-    """Runs the study; SIGTERM cancels like Ctrl-C (engine stopped, trial marked interrupted)."""
-
-    async def main() -> T:
-        task = asyncio.current_task()
-        if task is not None:
-            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
-        return await make()
-
-    try:
-        return asyncio.run(main())
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        typer.echo(
-            f"tunelab {command}: interrupted; the running trial is marked interrupted", err=True
-        )
-        raise typer.Exit(130) from None
-
-
-@dataclass(frozen=True)
-class _Session:
-    """Where and how a study command runs its trials (the options every study command has)."""
-
-    command: str
-    store_path: str | None
-    startup_timeout: float
-    verbose: bool
-    guard: GuardSettings
-
-
-def _run_study(
-    session: _Session,
-    title: str,
-    planned: int,
-    start: Callable[[TrialRunner], Awaitable[T]],
-    errors: tuple[type[Exception], ...],
-    *,
-    prepare: Callable[[TrialRunner], None] | None = None,
-    keep: Callable[[TrialStore, T], None] | None = None,
-    skips_extra: bool = False,
-) -> T:
-    """Runs one study with the study progress display; its errors are usage errors (status 2).
-
-    Args:
-        session: The command and its store, patience and verbosity.
-        title: The study bar's label.
-        planned: Trials the bar expects.
-        start: Starts the study on the runner (tuner.studies).
-        errors: The study's input errors, reported as ``tunelab COMMAND: message``.
-        prepare: Adjusts the runner before any trial starts (``--gpus``).
-        keep: Records the report in the store before it is closed.
-        skips_extra: A skipped trial does not count towards ``planned`` (search).
-    """
-    command = session.command
-    try:
-        with study_runner(
-            command,
-            session.store_path,
-            title,
-            planned,
-            verbose=session.verbose,
-            startup_timeout=session.startup_timeout,
-            skips_extra=skips_extra,
-            prepare=prepare,
-        ) as (store, runner):
-            # The guard goes to run_trial/run_workloads with the runner's other options
-            # (tuner.lab.run.runner puts RunOptions.guard there the same way); set here,
-            # not in make_runner, whose signature the tests' engine doubles replace.
-            runner.options["guard"] = session.guard
-            report = _run_async(command, lambda: start(runner))
-            if keep is not None:
-                keep(store, report)
-    except errors as exc:
-        raise opt.usage_error(command, str(exc)) from None
-    return report
-
-
-@contextmanager
-def study_runner(
-    command: str,
-    store_path: str | None,
-    title: str,
-    planned: int,
-    *,
-    verbose: bool,
-    startup_timeout: float,
-    prepare: Callable[[TrialRunner], None] | None = None,
-    skips_extra: bool = False,
-) -> Iterator[tuple[TrialStore, TrialRunner]]:
-    """The store, the study progress display and a trial runner drawing on it, for one study.
-
-    Every study command (ab, sweep, tune, capacity, ablate, presets verify) runs
-    inside one; the store is closed however the study ends. ``prepare`` adjusts the
-    runner before any trial starts (``--gpus`` through :func:`use_gpus`).
-    """
-    store = opt.open_store(command, store_path)
-    try:
-        with StudyProgress(title, planned, show_log=verbose, skips_extra=skips_extra) as progress:
-            runner = make_runner(store, progress, startup_timeout)
-            if prepare is not None:
-                prepare(runner)
-            yield store, runner
-    finally:
-        store.close()
-
-
-def _emit(
-    report: T, as_json: bool, to_dict: Callable[[T], object], show: Callable[[T], None]
-) -> None:
-    """The report as JSON on stdout (``--json``) or as the command's tables."""
-    if as_json:
-        typer.echo(dump(to_dict(report)))
-    else:
-        show(report)
 
 
 # -- ab ---------------------------------------------------------------------------------
@@ -319,7 +177,7 @@ def ab_command(
         repeats, order, objective, confidence, min_effect, max_repeats, margin, spending
     )
     guard = opt.GuardArgs(no_guard, guard_prompts, guard_tokens).settings("ab")
-    session = _Session("ab", store_path, startup_timeout, verbose, guard)
+    session = Session("ab", store_path, startup_timeout, verbose, guard)
     report, arms = _run_ab(session, design, a, b, workload, study, gpus)
     _print_ab_report(report, arms, as_json)
     row = report.objective_row
@@ -350,7 +208,7 @@ def _ab_arms(
 
 
 def _run_ab(
-    session: _Session,
+    session: Session,
     design: _ABDesign,
     a: EngineConfig,
     b: EngineConfig,
@@ -388,7 +246,7 @@ def _run_ab(
             pooled=design.spending == "front",
         )
 
-    report = _run_study(
+    report = run_study(
         session,
         "A/B",
         design.planned(),
@@ -464,9 +322,9 @@ def sweep_command(
     workload = wl.build("sweep", goodput)
     base = opt.make_config("sweep", preset, model, set_items, allow_code=allow_code)
     guard = opt.GuardArgs(no_guard, guard_prompts, guard_tokens).settings("sweep")
-    session = _Session("sweep", store_path, startup_timeout, verbose, guard)
+    session = Session("sweep", store_path, startup_timeout, verbose, guard)
     planned = sum(len(p.values()) for p in params) * repeats
-    report = _run_study(
+    report = run_study(
         session,
         "sweep",
         planned,
@@ -484,7 +342,7 @@ def sweep_command(
         (SweepError, SpaceError),
         prepare=lambda runner: use_gpus("sweep", runner, gpus),
     )
-    _emit(report, as_json, lambda r: r.to_dict(), print_sweep)
+    emit(report, as_json, lambda r: r.to_dict(), print_sweep)
     if report.best_trial is None:
         raise typer.Exit(1)
 
@@ -544,14 +402,14 @@ def tune_command(
     workload = wl.build("tune", goodput)
     base = opt.make_config("tune", preset, model, set_items, allow_code=allow_code)
     guard = opt.GuardArgs(no_guard, guard_prompts, guard_tokens).settings("tune")
-    session = _Session("tune", store_path, startup_timeout, verbose, guard)
+    session = Session("tune", store_path, startup_timeout, verbose, guard)
     if objective == CAPACITY:
         target = capacity_slo(constraints)
         _tune_capacity(
             session, base, workload, space, target, trials, study, storage, seed, as_json
         )
         return
-    report = _run_study(
+    report = run_study(
         session,
         f"tune {study}",
         trials,
@@ -572,13 +430,13 @@ def tune_command(
         prepare=lambda runner: use_gpus("tune", runner, gpus),
         skips_extra=True,
     )
-    _emit(report, as_json, lambda r: r.to_dict(), print_search)
+    emit(report, as_json, lambda r: r.to_dict(), print_search)
     if report.measured == 0:
         raise typer.Exit(1)
 
 
 def _tune_capacity(
-    session: _Session,
+    session: Session,
     base: EngineConfig,
     workload: Workload,
     space: Space,
@@ -590,7 +448,7 @@ def _tune_capacity(
     as_json: bool,
 ) -> None:
     """``tune --objective capacity``: one capacity launch per Optuna point; exit 1 if none measured."""
-    found = _run_study(
+    found = run_study(
         session,
         f"tune {study} (capacity)",
         trials * lab_capacity.PROBES,
@@ -607,7 +465,7 @@ def _tune_capacity(
         ),
         (SearchError, SpaceError, CapacityError),
     )
-    _emit(found, as_json, lambda r: r.to_dict(), print_capacity_search)
+    emit(found, as_json, lambda r: r.to_dict(), print_capacity_search)
     if found.measured == 0:
         raise typer.Exit(1)
 

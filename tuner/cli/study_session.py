@@ -1,0 +1,168 @@
+"""How every study command runs: its store, progress display, trial runner and asyncio loop.
+
+``tunelab ab``/``sweep``/``tune`` (tuner.cli.studies), ``capacity``,
+``ablate`` and ``presets verify`` each run their study inside
+:func:`study_runner` (the store, tuner.cli.study_output's progress display and
+the runner drawing on both) and :func:`run_async` (SIGTERM and Ctrl-C cancel
+the study: the engine is stopped and the running trial marked interrupted).
+:func:`make_runner` is the one place the runner is built, so the tests'
+engine doubles replace it here (tests/support/study_cli.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+import typer
+
+from tuner.cli import options as opt
+from tuner.cli.study_output import StudyProgress, dump
+from tuner.lab import run as lab_run
+from tuner.trials.slots import SlotError, parse_gpu_list
+
+if TYPE_CHECKING:
+    from tuner.guard.settings import GuardSettings
+    from tuner.studies.executor import TrialRunner
+    from tuner.trials.events import TrialEventCallback
+    from tuner.trials.store import TrialStore
+
+T = TypeVar("T")
+
+
+def make_runner(
+    store: TrialStore, on_event: TrialEventCallback, startup_timeout: float
+) -> TrialRunner:
+    """The trial runner the study commands use: tuner.lab.run's, as the TUI's jobs get it.
+
+    Tests replace this function to run an engine double (tests/support/study_cli.py).
+    """
+    return lab_run.runner(store, lab_run.RunOptions(startup_timeout=startup_timeout), on_event)
+
+
+def use_gpus(command: str, runner: TrialRunner, gpus: str | None) -> None:
+    """Restricts the runner to ``--gpus`` and finds the GPUs now, so a bad list is a usage error."""
+    try:
+        runner.gpus = parse_gpu_list(gpus) if gpus is not None else None
+        runner.pool  # noqa: B018 - resolves (and checks) the GPU list before any trial starts
+    except SlotError as exc:
+        raise opt.usage_error(command, str(exc)) from None
+
+
+def run_async(command: str, make: Callable[[], Awaitable[T]]) -> T:
+    """Runs the study; SIGTERM cancels like Ctrl-C (engine stopped, trial marked interrupted)."""
+
+    async def main() -> T:
+        task = asyncio.current_task()
+        if task is not None:
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+        return await make()
+
+    try:
+        return asyncio.run(main())
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        typer.echo(
+            f"tunelab {command}: interrupted; the running trial is marked interrupted", err=True
+        )
+        raise typer.Exit(130) from None
+
+
+@dataclass(frozen=True)
+class Session:
+    """Where and how a study command runs its trials (the options every study command has)."""
+
+    command: str
+    store_path: str | None
+    startup_timeout: float
+    verbose: bool
+    guard: GuardSettings
+
+
+def run_study(
+    session: Session,
+    title: str,
+    planned: int,
+    start: Callable[[TrialRunner], Awaitable[T]],
+    errors: tuple[type[Exception], ...],
+    *,
+    prepare: Callable[[TrialRunner], None] | None = None,
+    keep: Callable[[TrialStore, T], None] | None = None,
+    skips_extra: bool = False,
+) -> T:
+    """Runs one study with the study progress display; its errors are usage errors (status 2).
+
+    Args:
+        session: The command and its store, patience and verbosity.
+        title: The study bar's label.
+        planned: Trials the bar expects.
+        start: Starts the study on the runner (tuner.studies).
+        errors: The study's input errors, reported as ``tunelab COMMAND: message``.
+        prepare: Adjusts the runner before any trial starts (``--gpus``).
+        keep: Records the report in the store before it is closed.
+        skips_extra: A skipped trial does not count towards ``planned`` (search).
+    """
+    command = session.command
+    try:
+        with study_runner(
+            command,
+            session.store_path,
+            title,
+            planned,
+            verbose=session.verbose,
+            startup_timeout=session.startup_timeout,
+            skips_extra=skips_extra,
+            prepare=prepare,
+        ) as (store, runner):
+            # The guard goes to run_trial/run_workloads with the runner's other options
+            # (tuner.lab.run.runner puts RunOptions.guard there the same way); set here,
+            # not in make_runner, whose signature the tests' engine doubles replace.
+            runner.options["guard"] = session.guard
+            report = run_async(command, lambda: start(runner))
+            if keep is not None:
+                keep(store, report)
+    except errors as exc:
+        raise opt.usage_error(command, str(exc)) from None
+    return report
+
+
+@contextmanager
+def study_runner(
+    command: str,
+    store_path: str | None,
+    title: str,
+    planned: int,
+    *,
+    verbose: bool,
+    startup_timeout: float,
+    prepare: Callable[[TrialRunner], None] | None = None,
+    skips_extra: bool = False,
+) -> Iterator[tuple[TrialStore, TrialRunner]]:
+    """The store, the study progress display and a trial runner drawing on it, for one study.
+
+    Every study command (ab, sweep, tune, capacity, ablate, presets verify) runs
+    inside one; the store is closed however the study ends. ``prepare`` adjusts the
+    runner before any trial starts (``--gpus`` through :func:`use_gpus`).
+    """
+    store = opt.open_store(command, store_path)
+    try:
+        with StudyProgress(title, planned, show_log=verbose, skips_extra=skips_extra) as progress:
+            runner = make_runner(store, progress, startup_timeout)
+            if prepare is not None:
+                prepare(runner)
+            yield store, runner
+    finally:
+        store.close()
+
+
+def emit(
+    report: T, as_json: bool, to_dict: Callable[[T], object], show: Callable[[T], None]
+) -> None:
+    """The report as JSON on stdout (``--json``) or as the command's tables."""
+    if as_json:
+        typer.echo(dump(to_dict(report)))
+    else:
+        show(report)
