@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -29,6 +30,11 @@ pytestmark = pytest.mark.engine
 REPO = Path(__file__).resolve().parents[1]
 
 
+def _tmp_sockets() -> set[str]:
+    """Socket files at the top of the temp dir (where vLLM puts its own by default)."""
+    return {p.name for p in Path(tempfile.gettempdir()).iterdir() if p.is_socket()}
+
+
 async def test_real_engine_streams_reports_backend_and_leaves_nothing(
     demo_model_path: Path, tmp_path: Path
 ) -> None:
@@ -38,10 +44,14 @@ async def test_real_engine_streams_reports_backend_and_leaves_nothing(
         log_path=tmp_path / "engine.log",
     )
     engine = Engine(spec, on_event=events.append)
+    sockets_before = _tmp_sockets()
     await engine.start()
     try:
         pids = engine.tree_pids()
         assert len(pids) >= 3, f"expected API server + engine core + worker, got {pids}"
+        # vLLM put its IPC sockets where tunelab told it, not in the temp dir itself.
+        ipc = engine.ipc_dir
+        assert ipc is not None and any(p.is_socket() for p in ipc.iterdir()), ipc
         assert engine.url and engine.url.startswith("http://127.0.0.1:")
         chunks: list[str] = []
         async with (
@@ -67,6 +77,8 @@ async def test_real_engine_streams_reports_backend_and_leaves_nothing(
     finally:
         await engine.stop()
     assert not _alive(pids), f"engine processes left behind: {_alive(pids)}"
+    assert not ipc.exists(), f"the engine's socket directory was left: {ipc}"
+    assert not _tmp_sockets() - sockets_before, "the engine left socket files in the temp dir"
     kinds = {type(e) for e in events}
     assert {EngineStarting, EngineLog, EngineBackendChosen, EngineReady, EngineStopped} <= kinds
     log_text = (tmp_path / "engine.log").read_text()
@@ -113,14 +125,16 @@ def test_sigkill_of_tunelab_leaves_no_engine(demo_model_path: Path, tmp_path: Pa
         assert holder.stdout is not None
         line = holder.stdout.readline()
         assert line, "holder exited before the engine was ready"
-        pids = set(json.loads(line)["pids"])
-        assert len(_alive(pids)) >= 3
+        held = json.loads(line)
+        pids, ipc = set(held["pids"]), Path(held["ipc_dir"])
+        assert len(_alive(pids)) >= 3 and ipc.is_dir()
         os.kill(holder.pid, signal.SIGKILL)
         holder.wait(10)
         deadline = time.monotonic() + 20
-        while _alive(pids) and time.monotonic() < deadline:
+        while (_alive(pids) or ipc.exists()) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not _alive(pids), f"orphaned engine processes: {_alive(pids)}"
+        assert not ipc.exists(), f"the reaper left the engine's socket directory: {ipc}"
     finally:
         if holder.poll() is None:
             holder.kill()

@@ -1,4 +1,4 @@
-"""Starts a real CPU engine, prints its tree's pids as JSON, then waits to be killed.
+"""Starts a real CPU engine, prints its tree's pids and IPC dir as JSON, then waits to be killed.
 
 Used by the SIGKILL test: the test kills this process with SIGKILL and checks
 that the engine tree it started is gone soon after.
@@ -22,7 +22,8 @@ async def main(model: str, log: str) -> None:
     )
     engine = Engine(spec)
     await engine.start()
-    print(json.dumps({"pids": sorted(engine.tree_pids()), "url": engine.url}), flush=True)
+    held = {"pids": sorted(engine.tree_pids()), "url": engine.url, "ipc_dir": str(engine.ipc_dir)}
+    print(json.dumps(held), flush=True)
     await asyncio.sleep(3600)
 
 

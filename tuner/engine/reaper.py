@@ -4,7 +4,8 @@ Started beside each engine as ``python -m tuner.engine.reaper --parent PID
 --root PID``, in its own session so a terminal hang-up does not take it down
 first. It keeps a list of the engine's process tree and, as soon as tunelab
 (its parent) dies or the engine's root process ends, kills whatever of that
-tree is left. PR_SET_PDEATHSIG alone would not do: it fires when the
+tree is left, then removes the engine's IPC directory (tuner.engine.ipc_dir)
+when given one. PR_SET_PDEATHSIG alone would not do: it fires when the
 *thread* that forked dies, and it does not reach grandchildren.
 """
 
@@ -18,6 +19,7 @@ import sys
 import time
 
 from tuner.engine import proctree
+from tuner.engine.ipc_dir import remove_ipc_dir
 
 
 def watch(parent: int, root: int, period: float = 0.2) -> int:
@@ -54,10 +56,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--parent", type=int, required=True)
     parser.add_argument("--root", type=int, required=True)
+    parser.add_argument("--ipc-dir", default=None, help="the engine's socket directory")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    return watch(args.parent, args.root)
+    status = watch(args.parent, args.root)
+    if status == 0:  # the tree is gone: its sockets are unused
+        remove_ipc_dir(args.ipc_dir)
+    return status
 
 
 if __name__ == "__main__":

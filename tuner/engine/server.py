@@ -34,6 +34,7 @@ from tuner.engine.events import (
     EngineStopped,
     EventCallback,
 )
+from tuner.engine.ipc_dir import IPC_ENV, make_ipc_dir, remove_ipc_dir
 from tuner.engine.ports import free_port
 from tuner.engine.spec import EngineSpec
 from tuner.errors import RunFailedError
@@ -85,6 +86,7 @@ class Engine:
         self.exited = asyncio.Event()
         self.failure_reason: str | None = None
         self.returncode: int | None = None
+        self.ipc_dir: Path | None = None
 
     # -- public API -------------------------------------------------------
     @property
@@ -165,10 +167,14 @@ class Engine:
         log.write(f"[tunelab] $ {' '.join(argv)}\n".encode())
         log.flush()
         started = time.monotonic()
+        env = spec.environment()
+        if IPC_ENV not in env:  # vLLM's sockets in a directory removed with the engine
+            self.ipc_dir = make_ipc_dir()
+            env[IPC_ENV] = str(self.ipc_dir)
         try:
             self._proc = subprocess.Popen(
                 argv,
-                env=spec.environment(),
+                env=env,
                 cwd=spec.cwd,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
@@ -177,6 +183,7 @@ class Engine:
             )
         except OSError as exc:
             log.close()
+            remove_ipc_dir(self.ipc_dir)
             raise EngineStartError(
                 f"could not start {argv[0]!r}: {exc.strerror or exc}. Is vLLM installed for "
                 f"{spec.python}? Run `tunelab doctor`.",
@@ -184,7 +191,7 @@ class Engine:
             ) from None
         self._known = {r for r in [proctree.ref(self._proc.pid)] if r}
         running.register(self._proc.pid)
-        self._reaper = _start_reaper(self._proc.pid)
+        self._reaper = _start_reaper(self._proc.pid, self.ipc_dir)
         self._reader = threading.Thread(
             target=self._read_output, args=(self._proc, log), name="engine-log", daemon=True
         )
@@ -287,6 +294,7 @@ class Engine:
                 self._reaper.kill()
                 await asyncio.to_thread(self._reaper.wait, 5)
             self._reaper = None
+        remove_ipc_dir(self.ipc_dir)  # the tree is gone: nothing uses its sockets any more
 
     def _lines_since(self, mark: int) -> list[str]:
         """The log lines read after the ``mark``-th line (as far as the tail reaches)."""
@@ -344,19 +352,15 @@ class Engine:
             loop.call_soon_threadsafe(self._emit, event)
 
 
-def _start_reaper(root: int) -> subprocess.Popen[bytes] | None:
-    """Starts the watchdog that kills the tree if tunelab dies."""
+def _start_reaper(root: int, ipc_dir: Path | None = None) -> subprocess.Popen[bytes] | None:
+    """Starts the watchdog that kills the tree (and removes its IPC directory) if tunelab dies."""
+    argv = [sys.executable, "-m", "tuner.engine.reaper", "--parent", str(os.getpid())]
+    argv += ["--root", str(root)]
+    if ipc_dir is not None:
+        argv += ["--ipc-dir", str(ipc_dir)]
     try:
         return subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tuner.engine.reaper",
-                "--parent",
-                str(os.getpid()),
-                "--root",
-                str(root),
-            ],
+            argv,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
