@@ -78,6 +78,8 @@ def test_kill_during_the_measured_run_then_resume(tmp_path: Path, kill_reaper: b
     try:
         engine_pid, _ = _wait_measuring(db)
         engine = psutil.Process(engine_pid)
+        ipc = Path(engine.environ()["VLLM_RPC_BASE_PATH"])  # tuner.engine.ipc_dir's
+        assert ipc.is_dir(), ipc
         reapers = [
             p
             for p in fault_procs.tagged(marker, exclude={proc.pid})
@@ -106,6 +108,7 @@ def test_kill_during_the_measured_run_then_resume(tmp_path: Path, kill_reaper: b
         assert again.returncode == 0, out
         assert "RECOVERED" in out and "COMPLETE" in out, out
         assert not _alive(engine)
+        assert not ipc.exists(), f"the killed engine's socket directory was left: {ipc}"
         with TrialStore(db) as store:
             trials = store.list()
         statuses = sorted(str(t.status) for t in trials)

@@ -2,12 +2,13 @@
 
 vLLM's processes talk over ZMQ IPC sockets it creates as
 ``$VLLM_RPC_BASE_PATH/<uuid4>`` (the system temp dir by default) and does
-not remove: measured with vLLM 0.32 on CPU, every engine left four
+not remove: measured with vLLM 0.32 on CPU, every engine left 4 to 7
 zero-byte socket files in /tmp, stopped cleanly or killed, so a study of a
 few hundred trials leaves a thousand. tunelab points each engine it starts
 at a fresh ``tunelab-ipc-*`` directory and removes it once the engine's
-process tree is gone: on stop (tuner.engine.server) and, when tunelab itself
-was killed, by the reaper (tuner.engine.reaper). A ``VLLM_RPC_BASE_PATH``
+process tree is gone: on stop (tuner.engine.server), by the reaper when
+tunelab itself was killed (tuner.engine.reaper), and by the store's recovery
+when the reaper was killed too (tuner.trials.store). A ``VLLM_RPC_BASE_PATH``
 the user set is left alone. This is launch plumbing, not a knob: it is
 never exported into a preset or launch script.
 """

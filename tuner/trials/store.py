@@ -559,6 +559,7 @@ class TrialStore:
         # Deferred for start-up time: tuner.engine's package imports the server
         # (HTTP clients), which read-only commands never need.
         from tuner.engine import proctree
+        from tuner.engine.ipc_dir import IPC_ENV, remove_ipc_dir
 
         pid = trial.engine_pid
         if not pid or not _process_alive(pid, trial.engine_created):
@@ -568,8 +569,13 @@ class TrialStore:
                 f"; pid {pid} named as its engine is running but is not provably an engine "
                 "this tunelab started (no matching create time and token), so it was left alone"
             )
+        try:  # its socket directory, which the killed reaper would have removed
+            ipc_dir = psutil.Process(pid).environ().get(IPC_ENV)
+        except psutil.Error:
+            ipc_dir = None
         left = proctree.kill_tree(pid, graceful=0.0, term=2.0)
         if not left:
+            remove_ipc_dir(ipc_dir)
             return f"; its engine (pid {pid}) was still running and was killed"
         return f"; its engine (pid {pid}) could not be killed: {sorted(r.pid for r in left)}"
 
