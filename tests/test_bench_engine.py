@@ -188,7 +188,10 @@ def test_client_reads_the_engine_clock_as_well_as_vllm_bench_serve(
     rounds: list[tuple[_Run, _Run]] = []
     with client_cores(server) as cores:
         # Not splitting where it could be split would bring the +370 ms runs back.
-        assert cores or len(os.sched_getaffinity(0)) < 2, "vLLM's worker process was not found"
+        assert cores or len(os.sched_getaffinity(0)) < 2, (
+            "could not keep the engine off the clients' cores: vLLM's worker process "
+            "(VLLM::Worker*) was not found, or it is bound to every core"
+        )
         print(f"\nclients and API server on cores {sorted(cores) if cores else 'shared'}")
         for _ in range(MAX_ROUNDS):
             ours = _measured(url, server, lambda: _run_tunelab_bench(ours_args, cores))
