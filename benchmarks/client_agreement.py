@@ -120,8 +120,9 @@ def main() -> None:
         )
         cmds = _commands(eng.url, eng.served_model, model, shared)
         _run("O", cmds, eng.url, eng.served_model, model, shared, None)  # prime the engine
-        split = client_cores(local_server_pids(eng.url))
-        cores = stack.enter_context(split) if args.isolate else None
+        cores = None
+        if args.isolate:
+            cores = stack.enter_context(client_cores(local_server_pids(eng.url)))
         if cores:  # N runs in this process
             os.sched_setaffinity(0, cores)
         print(f"prompts: {args.prompts}; clients on cores {sorted(cores) if cores else 'shared'};"

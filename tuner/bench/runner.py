@@ -43,9 +43,7 @@ from tuner.bench.metrics import (
 )
 from tuner.bench.progress import ProgressCallback, ProgressReporter
 from tuner.bench.prompt_source import build_prompts, resolve_model
-from tuner.bench.prompts import (
-    Prompt,
-)
+from tuner.bench.prompts import Prompt
 from tuner.bench.server_metrics import ServerSummary, ServerWatcher
 from tuner.bench.workload import Workload, WorkloadError
 from tuner.redact import redact_url

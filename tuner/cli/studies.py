@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -88,7 +88,6 @@ if TYPE_CHECKING:
     from tuner.trials.guard_check import ArmsGuard
     from tuner.trials.store import TrialStore
 
-T = TypeVar("T")
 # `tune --objective capacity`: each point is one capacity launch (tuner.studies.capacity_search).
 CAPACITY = "capacity"
 
