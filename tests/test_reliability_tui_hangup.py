@@ -11,10 +11,8 @@ after the recovery the next start performs, no trial is left active.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pty
-import select
 import signal
 import sqlite3
 import sys
@@ -24,18 +22,6 @@ from pathlib import Path
 from tests.support import fault_procs
 from tuner.trials.model import TrialStatus
 from tuner.trials.store import TrialStore
-
-
-def _pump(fd: int, seconds: float) -> None:
-    """Reads (and drops) the TUI's output so it never blocks on a full terminal."""
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        ready, _, _ = select.select([fd], [], [], 0.05)
-        if ready:
-            try:
-                os.read(fd, 65536)
-            except OSError:
-                return
 
 
 def _measuring(db: Path) -> bool:
@@ -75,7 +61,7 @@ def test_hangup_during_a_run(tmp_path: Path) -> None:
             assert time.monotonic() < deadline, "the TUI never started measuring"
             if not db.exists():
                 os.write(fd, b"r")  # Run (repeated until the app has settled and takes it)
-            _pump(fd, 1.0)
+            fault_procs.pump_pty(fd, 1.0)
         assert fault_procs.tagged(marker, exclude={pid}), "no engine is running"
         os.close(fd)  # the connection drops: the kernel hangs up the TUI's terminal
         fd = -1
@@ -91,12 +77,7 @@ def test_hangup_during_a_run(tmp_path: Path) -> None:
         left = fault_procs.wait_untagged(marker, 8.0, exclude={pid})
         gone_after = time.monotonic() - t0
     finally:
-        if fd >= 0:
-            os.close(fd)
-        with contextlib.suppress(ChildProcessError, ProcessLookupError):
-            if status is None:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
+        fault_procs.end_pty_child(fd, pid, exited=status is not None)
     fault_procs.kill_all(left)
     assert not left, f"survived the hang-up: {fault_procs.describe(left)}"
     assert gone_after < 5.0, f"the engine tree took {gone_after:.1f} s to go"

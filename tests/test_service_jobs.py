@@ -21,6 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.support import fault_procs
 from tuner.service.jobs import JobState, JobTable
 
 REPO = Path(__file__).resolve().parents[1]
@@ -107,25 +108,12 @@ def _tunelab(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str
     )
 
 
-def _service_pid(home: Path) -> int | None:
-    for proc in psutil.process_iter(["cmdline", "environ"]):
-        try:
-            cmd = proc.info["cmdline"] or []
-            if "tuner.service.server" in cmd and (proc.info["environ"] or {}).get(
-                "TUNELAB_HOME"
-            ) == str(home):
-                return proc.pid
-        except psutil.Error:
-            continue
-    return None
-
-
 @pytest.fixture
 def job_env(tunelab_home: Path):  # type: ignore[no-untyped-def]
     env = dict(os.environ, TUNELAB_JOB_ENTRY="tests.support.study_cli", COLUMNS="200")
     env["TUNELAB_SERVICE_IDLE"] = "30"
     yield env
-    pid = _service_pid(tunelab_home)
+    pid = fault_procs.service_pid(tunelab_home)
     if pid is not None:
         os.kill(pid, signal.SIGTERM)
 
@@ -156,7 +144,7 @@ def test_an_ab_job_survives_the_terminal_hang_up_and_a_killed_service(
     _wait(lambda: os.waitpid(pid, os.WNOHANG)[0] != 0, 20, "the follower to end")
     job_id = seen.decode(errors="replace").split("job ", 1)[1].split()[0]
 
-    service = _service_pid(tunelab_home)
+    service = fault_procs.service_pid(tunelab_home)
     assert service is not None
     os.kill(service, signal.SIGKILL)  # the service dies mid-study; the job must not
 
@@ -166,13 +154,13 @@ def test_an_ab_job_survives_the_terminal_hang_up_and_a_killed_service(
         return out.stdout
 
     _wait(lambda: f"{job_id}  finished" in listed(), 240, "the A/B job to finish")
-    assert _service_pid(tunelab_home) not in (None, service)  # restarted on demand
+    assert fault_procs.service_pid(tunelab_home) not in (None, service)  # restarted on demand
     log = _tunelab("jobs", "log", job_id, env=job_env).stdout
     assert "B better" in log, log[-2000:]
     results = _tunelab("results", "--study", "detached", "--json", env=job_env)
     trials = json.loads(results.stdout)
     assert len(trials) == 6 and all(t["status"] == "done" for t in trials), trials
-    service_now = _service_pid(tunelab_home)
+    service_now = fault_procs.service_pid(tunelab_home)
     leftovers = []
     for proc in psutil.process_iter(["pid", "cmdline", "environ"]):
         try:

@@ -395,7 +395,7 @@ class TunelabApp(WorkerErrors, KeyActions, App[None]):
             if yes:
                 await self._stop_and_exit()
 
-        self.push_screen(ConfirmQuit(), answered)
+        self.push_screen(ConfirmQuit(self.jobs.following), answered)
 
     def _watch_hang_up(self) -> None:
         """A dropped SSH session (SIGHUP) ends the TUI as ``q`` then ``y`` would.

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from textual.message import Message
 from textual.worker import Worker, WorkerState
 
+from tui import detached
 from tui.messages import JobFinished, JobKind, JobResult, RunEvent
 from tui.session import Session
 from tuner.rules import Severity
@@ -83,6 +84,9 @@ class Jobs:
         self.worker: Worker[None] | None = None
         self._ids = itertools.count(1)
         self._store: TrialStore | None = None
+        self._user_stop = False
+        self.following: str | None = None  # the study-service job the current job follows
+        self._cancel_note: str | None = None
 
     # -- state ------------------------------------------------------------------
 
@@ -163,7 +167,7 @@ class Jobs:
         assert workload is not None
         study = self.study()
 
-        async def make(emit: Emit) -> JobResult:
+        async def in_process(emit: Emit) -> JobResult:
             report = await lab_run.ab(
                 config_a,
                 config_b,
@@ -177,7 +181,86 @@ class Jobs:
 
         title = f"A/B vs {baseline.trial.short_id} ×{lab_run.AB_REPEATS}"
         plan = tuple(f"{arm}{rep + 1}" for arm, rep in schedule(lab_run.AB_REPEATS))
+        if not self.detaches:
+            return self._enqueue(JobKind.AB, title, in_process, plan)
+        from tuner.lab.job_spec import ABJobSpec
+
+        services = session.services
+        spec = ABJobSpec(
+            study=session.study,
+            store_path=str(services.store_path) if services.store_path else None,
+            a=config_a,
+            b=config_b,
+            workload=workload,
+            repeats=lab_run.AB_REPEATS,
+            startup_timeout=services.startup_timeout,
+        )
+
+        async def detached_ab(emit: Emit) -> JobResult:
+            from tuner.service import paths
+            from tuner.service.client import ServiceError
+
+            try:
+                job = await asyncio.to_thread(detached.submit, spec, paths.jobs_dir())
+            except ServiceError as exc:
+                self.host.notify(
+                    f"The study service cannot take the A/B ({exc.message}): it runs in this "
+                    "TUI and ends with it.",
+                    severity="warning",
+                    timeout=10,
+                )
+                return await in_process(emit)
+            self.host.notify(
+                f"A/B runs as job {job.job_id}: it goes on if this terminal closes "
+                "(reopen tunelab to see it).",
+                timeout=6,
+            )
+            return await self._follow(job.job_id, emit)
+
+        return self._enqueue(JobKind.AB, title, detached_ab, plan)
+
+    @property
+    def detaches(self) -> bool:
+        """A/Bs run as study-service jobs (they outlive the terminal) unless the engine is
+        an in-process stand-in: an engine double's command cannot travel to the service."""
+        return self.host.session.services.engine_command is None
+
+    def attach_if_new(self, found: detached.DetachedAB) -> Job | None:
+        """At start-up: follow the study's detached A/B if it runs, or if it ended and no TUI
+        showed its end yet (its verdict is then shown once)."""
+        if found.state not in ("running", "queued"):
+            try:
+                if self.study().job_shown() == found.job_id:
+                    return None
+            except StoreError:
+                return None
+        self.host.notify(f"Attached to the A/B job {found.job_id} ({found.state}).", timeout=6)
+        return self.attach(found)
+
+    def attach(self, found: detached.DetachedAB) -> Job:
+        """Follow a detached A/B this TUI did not start (an earlier TUI on this study did)."""
+        from tuner.studies.ab import schedule
+
+        plan = tuple(f"{arm}{rep + 1}" for arm, rep in schedule(found.repeats))
+        title = f"A/B job {found.job_id} (detached, {found.state})"
+
+        async def make(emit: Emit) -> JobResult:
+            return await self._follow(found.job_id, emit)
+
         return self._enqueue(JobKind.AB, title, make, plan)
+
+    async def _follow(self, job_id: str, emit: Emit) -> JobResult:
+        """Follows the service job; Stop stops it there, quitting only stops following."""
+        self.following = job_id
+        try:
+            return await detached.follow(job_id, emit, self._record, self.study)
+        except asyncio.CancelledError:
+            if self._user_stop:
+                self._cancel_note = f"stopped by the user; job {job_id} stops its engine"
+                await asyncio.shield(asyncio.to_thread(detached.stop, job_id))
+            raise
+        finally:
+            self.following = None
 
     def submit_sweep(self, spec: str) -> Job | None:
         """Queue a sweep from ``KEY=V1,V2,...`` (the sweep dialog's text)."""
@@ -262,6 +345,7 @@ class Jobs:
             self.host.engine_state("idle")
             return
         job = self.current = self.queue.popleft()
+        self._user_stop, self._cancel_note = False, None
         self.host.begin(job.title, job.plan, job.kind)
         self.worker = self.host.run_worker(
             self._run(job), name=f"job-{job.id}", group="jobs", exit_on_error=False
@@ -288,7 +372,8 @@ class Jobs:
             result = await job.make(emit)
             ok = True
         except asyncio.CancelledError:
-            post(JobFinished(job.id, job.kind, False, "stopped by the user; engine stopped"))
+            note = self._cancel_note or "stopped by the user; engine stopped"
+            post(JobFinished(job.id, job.kind, False, note))
             raise
         except Exception as exc:  # shown to the user; the app stays up
             summary = f"{type(exc).__name__}: {exc}"
@@ -308,6 +393,7 @@ class Jobs:
             return
         self.queue.clear()
         self.host.engine_state("stopping")
+        self._user_stop = True
         if self.worker is not None:
             self.worker.cancel()
 

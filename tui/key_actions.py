@@ -87,16 +87,28 @@ class KeyActions:
 
     @work(thread=True, group="jobs-check", exit_on_error=False)
     def announce_jobs(self) -> None:
-        """At start-up: say so when detached jobs run (the way back after an SSH drop)."""
+        """At start-up: say so when detached jobs run (the way back after an SSH drop), and
+        attach to this study's A/B job when it runs or ended since a TUI last showed it."""
         # Deferred: the service client (httpx) loads only when jobs are listed.
-        from tuner.service.client import ServiceClient
+        from tui import detached
+        from tuner.service.client import ServiceClient, ServiceError
 
-        with ServiceClient(start=False) as client:
-            if not client.running():
-                return
-            active = [j for j in client.jobs() if j["state"] in ("running", "queued")]
+        app: Any = self
+        session = app.session
+        store = str(session.services.store_path) if session.services.store_path else ""
+        try:
+            with ServiceClient() as client:
+                # A service that ended itself while idle is restarted only when it has a table:
+                # an A/B that finished while nobody watched is found the same way.
+                jobs = client.recorded_jobs()
+        except ServiceError:
+            return
+        found = detached.find(jobs, session.study, store)
+        active = [j for j in jobs if j["state"] in ("running", "queued")]
+        if found is not None:
+            app.call_from_thread(app.jobs.attach_if_new, found)
+            active = [j for j in active if j["id"] != found.job_id]
         if active:
-            app: Any = self
             many = f"{len(active)} detached jobs are" if len(active) > 1 else "A detached job is"
             app.call_from_thread(app.notify, f"{many} running: press j to follow.", timeout=10)
 

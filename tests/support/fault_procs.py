@@ -103,3 +103,44 @@ def describe(procs: list[psutil.Process]) -> str:
         except psutil.Error:
             out.append(f"{proc.pid} (gone)")
     return "; ".join(out)
+
+
+def pump_pty(fd: int, seconds: float) -> None:
+    """Reads (and drops) a TUI's output so it never blocks on a full terminal."""
+    import select
+
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        ready, _, _ = select.select([fd], [], [], 0.05)
+        if ready:
+            try:
+                os.read(fd, 65536)
+            except OSError:
+                return
+
+
+def service_pid(home: Path) -> int | None:
+    """The study service serving ``home`` (its TUNELAB_HOME), if one runs."""
+    for proc in psutil.process_iter(["cmdline", "environ"]):
+        try:
+            cmd = proc.info["cmdline"] or []
+            if "tuner.service.server" in cmd and (proc.info["environ"] or {}).get(
+                "TUNELAB_HOME"
+            ) == str(home):
+                return proc.pid
+        except psutil.Error:
+            continue
+    return None
+
+
+def end_pty_child(fd: int, pid: int, exited: bool) -> None:
+    """Closes the terminal (when still open) and kills the child if it has not exited itself."""
+    import contextlib
+    import signal
+
+    if fd >= 0:
+        os.close(fd)
+    with contextlib.suppress(ChildProcessError, ProcessLookupError):
+        if not exited:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)

@@ -10,6 +10,7 @@ output as it runs (Ctrl-C stops following, not the job), ``log`` prints it,
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -105,3 +106,14 @@ def jobs_stop(job_id: Annotated[str, typer.Argument(help="Job id or a unique pre
     with ServiceClient() as client:
         job = client.stop(job_id)
     typer.echo(job_line(job))
+
+
+@jobs_app.command("run-spec", hidden=True)
+def jobs_run_spec(
+    spec: Annotated[Path, typer.Argument(help="A study spec the TUI wrote (tuner.lab.job_spec).")],
+) -> None:
+    """Run a study the TUI handed to the service (its `a`), as the TUI would run it."""
+    # Deferred: the study stack loads only in the job that runs it.
+    from tuner.cli.tui_job import run_spec
+
+    run_spec(spec)

@@ -23,12 +23,13 @@ import typer
 from tuner.cli import options as opt
 from tuner.cli.study_output import StudyProgress, dump
 from tuner.lab import run as lab_run
+from tuner.trials.event_codec import EventWriter
 from tuner.trials.slots import SlotError, parse_gpu_list
 
 if TYPE_CHECKING:
     from tuner.guard.settings import GuardSettings
     from tuner.studies.executor import TrialRunner
-    from tuner.trials.events import TrialEventCallback
+    from tuner.trials.events import TrialEvent, TrialEventCallback
     from tuner.trials.store import TrialStore
 
 T = TypeVar("T")
@@ -148,14 +149,30 @@ def study_runner(
     runner before any trial starts (``--gpus`` through :func:`use_gpus`).
     """
     store = opt.open_store(command, store_path)
+    events = EventWriter.from_env()
     try:
         with StudyProgress(title, planned, show_log=verbose, skips_extra=skips_extra) as progress:
-            runner = make_runner(store, progress, startup_timeout)
+            runner = make_runner(store, _tee(progress, events), startup_timeout)
             if prepare is not None:
                 prepare(runner)
             yield store, runner
     finally:
         store.close()
+        if events is not None:
+            events.close()
+
+
+def _tee(progress: TrialEventCallback, events: EventWriter | None) -> TrialEventCallback:
+    """The progress display, and the job's event file when the study service runs this command
+    (tuner.trials.event_codec: a TUI follows the study through it, whoever started it)."""
+    if events is None:
+        return progress
+
+    def both(event: TrialEvent) -> None:
+        progress(event)
+        events(event)
+
+    return both
 
 
 def emit(

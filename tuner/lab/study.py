@@ -48,6 +48,7 @@ from tuner.trials.store import StoreError, TrialNotFound, TrialStore
 
 BASELINE_HOW_KEY = "baseline-how"
 LAST_AB_KEY = "last-ab"
+SHOWN_JOB_KEY = "tui-job-shown"
 OBJECTIVE = "output_throughput"
 UNSET = "default"  # how a knob the config leaves to vLLM is shown
 
@@ -200,6 +201,14 @@ class Study:
         order = {i: n for n, i in enumerate(x for arm in ids.values() for x in arm)}
         chosen.sort(key=lambda t: order[t.id])
         return build_report(chosen, study=self.name, objective=chosen[0].objective or OBJECTIVE)
+
+    # -- detached jobs --------------------------------------------------------------
+    def job_shown(self) -> str | None:
+        """The study-service job whose end a TUI last showed (tui.detached): announced once."""
+        return self._setting(SHOWN_JOB_KEY)
+
+    def mark_job_shown(self, job_id: str) -> None:
+        self._set(SHOWN_JOB_KEY, job_id)
 
     # -- compare ------------------------------------------------------------------------
     def pick_other(self, baseline: Trial, selected: str | None) -> Trial | None:

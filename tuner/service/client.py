@@ -21,6 +21,8 @@ import httpx
 
 from tuner.errors import TunelabError
 from tuner.service import paths
+from tuner.trials.event_codec import decode_all
+from tuner.trials.events import TrialEvent
 
 START_TIMEOUT = 20.0
 JOB_ENTRY_ENV = "TUNELAB_JOB_ENTRY"
@@ -35,6 +37,19 @@ class LogChunk:
     text: str
     next_offset: int
     state: str
+
+
+@dataclass(frozen=True)
+class EventChunk:
+    """The events a job wrote since an offset, the offset to ask from next, its state."""
+
+    events: list[TrialEvent]
+    next_offset: int
+    state: str
+
+    @property
+    def ended(self) -> bool:
+        return self.state not in ("queued", "running")
 
 
 def tunelab_argv(args: list[str]) -> list[str]:
@@ -122,13 +137,21 @@ class ServiceClient:
         return response
 
     # -- jobs ---------------------------------------------------------------------------
-    def submit(self, args: list[str], cwd: str | None = None) -> dict[str, Any]:
+    def submit(
+        self,
+        args: list[str],
+        cwd: str | None = None,
+        *,
+        title: str | None = None,
+        meta: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
         """Queues ``tunelab ARGS`` as a job with this shell's environment and directory."""
         body = {
             "argv": tunelab_argv(args),
-            "title": "tunelab " + " ".join(args),
+            "title": title or "tunelab " + " ".join(args),
             "cwd": cwd or os.getcwd(),
             "env": dict(os.environ),
+            "meta": meta or {},
         }
         return self._call("POST", "/jobs", json=body).json()
 
@@ -155,6 +178,12 @@ class ServiceClient:
             int(response.headers["X-Next-Offset"]),
             response.headers["X-Job-State"],
         )
+
+    def events(self, job_id: str, offset: int = 0) -> EventChunk:
+        """The trial events the job wrote from ``offset`` on (tuner.trials.event_codec)."""
+        data = self._call("GET", f"/jobs/{job_id}/events", params={"offset": offset}).json()
+        events = list(decode_all(data["events"]))
+        return EventChunk(events, int(data["next_offset"]), str(data["state"]))
 
     def follow(
         self, job_id: str, write: Callable[[str], None], poll: float = 0.5, offset: int = 0

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import psutil
 
+from tuner.trials.event_codec import EVENTS_ENV
+
 STOP_TERM_AFTER = 30.0  # seconds after SIGINT before SIGTERM
 STOP_KILL_AFTER = 60.0  # seconds after SIGINT before SIGKILL of the whole group
 
@@ -56,6 +58,8 @@ class Job:
         state: Where it is.
         pid: The wrapper's pid once started; its start time proves it after a restart.
         note: Why a job ended as it did when the return code alone does not say.
+        meta: What the submitting client wants to find the job by again (the TUI: its
+            study, store and the kind of work), echoed back in every listing.
     """
 
     id: str
@@ -72,6 +76,7 @@ class Job:
     pid_created: float | None = None
     stop_requested: float | None = None
     note: str = ""
+    meta: dict[str, str] = field(default_factory=dict)
 
     def public(self) -> dict[str, object]:
         """What clients see (not the environment: it may hold tokens)."""
@@ -108,6 +113,10 @@ class JobTable:
     def status_path(self, job: Job) -> Path:
         return self.folder / f"{job.id}.status.json"
 
+    def events_path(self, job: Job) -> Path:
+        """The trial events a study command writes (tuner.trials.event_codec), for the TUI."""
+        return self.folder / f"{job.id}.events.jsonl"
+
     def load(self) -> None:
         """Reads the table; running jobs are re-adopted or settled (the service restarted)."""
         try:
@@ -136,8 +145,17 @@ class JobTable:
         os.replace(tmp, self.table_path)
 
     # -- requests -------------------------------------------------------------------
-    def submit(self, argv: list[str], title: str, cwd: str, env: dict[str, str]) -> Job:
-        job = Job(id=secrets.token_hex(4), argv=argv, title=title, cwd=cwd, env=env)
+    def submit(
+        self,
+        argv: list[str],
+        title: str,
+        cwd: str,
+        env: dict[str, str],
+        meta: dict[str, str] | None = None,
+    ) -> Job:
+        job = Job(
+            id=secrets.token_hex(4), argv=argv, title=title, cwd=cwd, env=env, meta=meta or {}
+        )
         self.jobs[job.id] = job
         self.save()
         self.pump()
@@ -199,7 +217,7 @@ class JobTable:
                 proc = subprocess.Popen(
                     argv,
                     cwd=job.cwd,
-                    env=job.env,
+                    env={**job.env, EVENTS_ENV: str(self.events_path(job))},
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,

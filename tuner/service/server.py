@@ -11,7 +11,8 @@ API (JSON unless said otherwise): ``GET /health``; ``GET /jobs``;
 ``POST /jobs`` ``{argv, title, cwd, env}``; ``GET /jobs/{id}``;
 ``POST /jobs/{id}/stop``; ``GET /jobs/{id}/log?offset=N`` (text, with the
 next offset and the job's state in the ``X-Next-Offset``/``X-Job-State``
-headers).
+headers); ``GET /jobs/{id}/events?offset=N`` (the job's trial events,
+``{events, next_offset, state}``: tuner.trials.event_codec).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from starlette.routing import Route
 from tuner import __version__
 from tuner.service import paths
 from tuner.service.jobs import Job, JobTable
+from tuner.trials.event_codec import read_lines
 
 LOG_CHUNK = 1 << 20
 DEFAULT_IDLE = 600.0
@@ -72,7 +74,16 @@ class Service:
         if not Path(cwd).is_dir():
             return JSONResponse({"error": f"cwd {cwd} is not a directory"}, 400)
         title = str(body.get("title") or " ".join(argv))
-        job = self.table.submit(argv, title, cwd, {str(k): str(v) for k, v in env.items()})
+        meta = body.get("meta") or {}
+        if not isinstance(meta, dict):
+            return JSONResponse({"error": "meta must be an object"}, 400)
+        job = self.table.submit(
+            argv,
+            title,
+            cwd,
+            {str(k): str(v) for k, v in env.items()},
+            {str(k): str(v) for k, v in meta.items()},
+        )
         return JSONResponse(job.public(), 201)
 
     async def show(self, request: Request) -> Response:
@@ -103,6 +114,19 @@ class Service:
         headers = {"X-Next-Offset": str(offset + len(chunk)), "X-Job-State": str(job.state)}
         return PlainTextResponse(chunk.decode("utf-8", "replace"), headers=headers)
 
+    async def events(self, request: Request) -> Response:
+        """The job's trial events from ``offset``: whole lines only, with the next offset and
+        the job's state read *before* the file, so a client that sees an ended state has
+        every event once it reads on to the end."""
+        job = self._job(request)
+        if not isinstance(job, Job):
+            return job
+        self.table.pump()
+        state = str(job.state)
+        offset = int(request.query_params.get("offset", "0") or 0)
+        rows, next_offset = read_lines(self.table.events_path(job), offset, LOG_CHUNK)
+        return JSONResponse({"events": rows, "next_offset": next_offset, "state": state})
+
     def app(self) -> Starlette:
         async def touch(scope, receive, send):  # type: ignore[no-untyped-def]
             self.last_request = time.monotonic()
@@ -116,6 +140,7 @@ class Service:
                 Route("/jobs/{job}", self.show),
                 Route("/jobs/{job}/stop", self.stop, methods=["POST"]),
                 Route("/jobs/{job}/log", self.log),
+                Route("/jobs/{job}/events", self.events),
             ]
         )
         return touch  # type: ignore[return-value]
