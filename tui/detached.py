@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuner.errors import TunelabError
@@ -47,7 +48,7 @@ class DetachedAB:
     title: str
 
 
-def submit(spec: ABJobSpec, folder: Any) -> DetachedAB:
+def submit(spec: ABJobSpec, folder: Path) -> DetachedAB:
     """Writes ``spec`` and queues it with the service (started if needed). Blocking: a thread.
 
     Raises:
@@ -60,7 +61,7 @@ def submit(spec: ABJobSpec, folder: Any) -> DetachedAB:
         job = client.submit(
             ["jobs", "run-spec", str(path)],
             title=f"tunelab A/B (TUI) study {spec.study}",
-            meta={**spec.meta(), "repeats": str(spec.repeats)},
+            meta=spec.meta(),
         )
     return DetachedAB(job["id"], job["state"], spec.repeats, job["title"])
 

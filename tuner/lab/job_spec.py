@@ -54,8 +54,13 @@ class ABJobSpec:
     kind = "ab"
 
     def meta(self) -> dict[str, str]:
-        """What the service keeps beside the job so a later TUI finds it (see tui_jobs)."""
-        return {"kind": self.kind, "study": self.study, "store": self.store_path or ""}
+        """What the service keeps beside the job so a later TUI finds it (tui.detached)."""
+        return {
+            "kind": self.kind,
+            "study": self.study,
+            "store": self.store_path or "",
+            "repeats": str(self.repeats),
+        }
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -19,7 +19,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from tuner.bench.progress import BenchProgress
 from tuner.rules.types import Finding
 from tuner.trials.events import (
     SlotState,
@@ -78,6 +77,10 @@ def decode(data: dict[str, Any]) -> TrialEvent:
         if name in _PLAIN:
             return _PLAIN[name](**fields)
         if name == "TrialProgress":
+            # Deferred: tuner.bench.progress loads the benchmark's HTTP stack, which the study
+            # commands that write events (and the tests that time them) do without.
+            from tuner.bench.progress import BenchProgress
+
             return TrialProgress(fields["trial_id"], BenchProgress(**fields["progress"]))
         if name == "StudyStatus":
             slots = tuple(
