@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from tuner.errors import TunelabError
 from tuner.rules.types import Finding
 from tuner.trials.events import (
     SlotState,
@@ -42,7 +43,7 @@ EVENTS_ENV = "TUNELAB_EVENTS_FILE"
 _PLAIN = {cls.__name__: cls for cls in (TrialQueued, TrialStage, TrialLog, TrialBackend)}
 
 
-class EventDecodeError(ValueError):
+class EventDecodeError(TunelabError, ValueError):
     """A line is no event this tunelab knows (a newer writer, or a torn file)."""
 
 
