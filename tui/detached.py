@@ -47,6 +47,17 @@ class DetachedAB:
     repeats: int
     title: str
 
+    @property
+    def ended(self) -> bool:
+        from tuner.service.jobs import JobState
+
+        return JobState(self.state).ended
+
+
+def store_field(path: Path | None) -> str | None:
+    """The store as a spec and the job's meta name it (None: the user's default store)."""
+    return str(path) if path else None
+
 
 def submit(spec: ABJobSpec, folder: Path) -> DetachedAB:
     """Writes ``spec`` and queues it with the service (started if needed). Blocking: a thread.
@@ -66,14 +77,15 @@ def submit(spec: ABJobSpec, folder: Path) -> DetachedAB:
     return DetachedAB(job["id"], job["state"], spec.repeats, job["title"])
 
 
-def find(jobs: list[dict[str, Any]], study: str, store: str) -> DetachedAB | None:
+def find(jobs: list[dict[str, Any]], study: str, store: Path | None) -> DetachedAB | None:
     """The newest TUI A/B job of ``study`` in ``store`` among the service's ``jobs``."""
+    store_key = store_field(store) or ""
     mine = [
         j
         for j in jobs
         if (j.get("meta") or {}).get("kind") == "ab"
         and j["meta"].get("study") == study
-        and j["meta"].get("store", "") == store
+        and j["meta"].get("store", "") == store_key
     ]
     if not mine:
         return None

@@ -156,7 +156,6 @@ class Jobs:
             return None
         # Deferred: the engine and study stacks load when a job starts, not at first paint.
         from tuner.lab import run as lab_run
-        from tuner.studies.ab import schedule
 
         session = self.host.session
         baseline = self.study().baseline()
@@ -180,7 +179,7 @@ class Jobs:
             return report
 
         title = f"A/B vs {baseline.trial.short_id} ×{lab_run.AB_REPEATS}"
-        plan = tuple(f"{arm}{rep + 1}" for arm, rep in schedule(lab_run.AB_REPEATS))
+        plan = ab_plan(lab_run.AB_REPEATS)
         if not self.detaches:
             return self._enqueue(JobKind.AB, title, in_process, plan)
         from tuner.lab.job_spec import ABJobSpec
@@ -188,7 +187,7 @@ class Jobs:
         services = session.services
         spec = ABJobSpec(
             study=session.study,
-            store_path=str(services.store_path) if services.store_path else None,
+            store_path=detached.store_field(services.store_path),
             a=config_a,
             b=config_b,
             workload=workload,
@@ -228,20 +227,15 @@ class Jobs:
     def attach_if_new(self, found: detached.DetachedAB) -> Job | None:
         """At start-up: follow the study's detached A/B if it runs, or if it ended and no TUI
         showed its end yet (its verdict is then shown once)."""
-        if found.state not in ("running", "queued"):
-            try:
-                if self.study().job_shown() == found.job_id:
-                    return None
-            except StoreError:
-                return None
+        # Study reads an unreadable store as "nothing shown yet": the end is shown again.
+        if found.ended and self.study().job_shown() == found.job_id:
+            return None
         self.host.notify(f"Attached to the A/B job {found.job_id} ({found.state}).", timeout=6)
         return self.attach(found)
 
     def attach(self, found: detached.DetachedAB) -> Job:
         """Follow a detached A/B this TUI did not start (an earlier TUI on this study did)."""
-        from tuner.studies.ab import schedule
-
-        plan = tuple(f"{arm}{rep + 1}" for arm, rep in schedule(found.repeats))
+        plan = ab_plan(found.repeats)
         title = f"A/B job {found.job_id} (detached, {found.state})"
 
         async def make(emit: Emit) -> JobResult:
@@ -410,3 +404,11 @@ class Jobs:
         if self._store is not None:
             self._store.close()
             self._store = None
+
+
+def ab_plan(repeats: int) -> tuple[str, ...]:
+    """One label per launch of an A/B (``A1``, ``B1``, ...), in the core's schedule's order."""
+    # Deferred: the study stack loads when a job starts, not at first paint.
+    from tuner.studies.ab import schedule
+
+    return tuple(f"{arm}{rep + 1}" for arm, rep in schedule(repeats))

@@ -95,7 +95,6 @@ class KeyActions:
 
         app: Any = self
         session = app.session
-        store = str(session.services.store_path) if session.services.store_path else ""
         try:
             with ServiceClient() as client:
                 # A service that ended itself while idle is restarted only when it has a table:
@@ -103,7 +102,7 @@ class KeyActions:
                 jobs = client.recorded_jobs()
         except ServiceError:
             return
-        found = detached.find(jobs, session.study, store)
+        found = detached.find(jobs, session.study, session.services.store_path)
         active = [j for j in jobs if j["state"] in ("running", "queued")]
         if found is not None:
             app.call_from_thread(app.jobs.attach_if_new, found)

@@ -12,7 +12,6 @@ job again: its kind, study and store.
 from __future__ import annotations
 
 import json
-import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 from tuner.bench.workload import Workload
 from tuner.config import EngineConfig
 from tuner.errors import TunelabError
+from tuner.export.files import atomic_write
 
 SPEC_VERSION = 1
 
@@ -97,12 +97,7 @@ class ABJobSpec:
         """Writes the spec (whole or not at all, mode 0600) into ``folder``; returns its path."""
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"tui-{self.kind}-{secrets.token_hex(4)}.json"
-        tmp = path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as out:
-            json.dump(self.to_dict(), out)
-        os.replace(tmp, path)
-        return path
+        return atomic_write(path, json.dumps(self.to_dict()), mode=0o600)
 
 
 def read_spec(path: Path) -> ABJobSpec:

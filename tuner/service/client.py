@@ -21,6 +21,7 @@ import httpx
 
 from tuner.errors import TunelabError
 from tuner.service import paths
+from tuner.service.jobs import JobState
 from tuner.trials.event_codec import decode_all
 from tuner.trials.events import TrialEvent
 
@@ -49,7 +50,7 @@ class EventChunk:
 
     @property
     def ended(self) -> bool:
-        return self.state not in ("queued", "running")
+        return JobState(self.state).ended
 
 
 def tunelab_argv(args: list[str]) -> list[str]:
