@@ -77,14 +77,25 @@ def services(*, gpus: bool = False, double: bool = True, rate_hz: float = 2.0) -
 
 
 async def wait_for(
-    pilot: Any, cond: Callable[[], bool], timeout: float = 30.0, what: str = ""
+    pilot: Any,
+    cond: Callable[[], bool],
+    timeout: float = 30.0,
+    what: str = "",
+    seen: Callable[[], object] | None = None,
 ) -> None:
-    """Pump the app until ``cond()`` holds (fails the test with ``what`` on timeout)."""
+    """Pump the app until ``cond()`` holds (fails the test with ``what`` on timeout).
+
+    ``seen`` says what the screen showed instead, in the failure message: a
+    timeout on a loaded CI box is otherwise a riddle.
+    """
     loop = asyncio.get_running_loop()
     end = loop.time() + timeout
     while not cond():
         if loop.time() > end:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what or cond}")
+            shown = f"; it showed {seen()!r}" if seen is not None else ""
+            raise AssertionError(
+                f"timed out after {timeout:.0f} s waiting for {what or cond}{shown}"
+            )
         await pilot.pause(0.05)
 
 
