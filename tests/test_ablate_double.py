@@ -23,7 +23,9 @@ from tuner.config import EngineConfig
 from tuner.export.preset import load_preset
 from tuner.rules import Target
 from tuner.studies.executor import TrialRunner
+from tuner.trials import event_codec
 from tuner.trials.context import RunContext
+from tuner.trials.events import TrialDone
 from tuner.trials.model import Trial, TrialStatus
 from tuner.trials.store import TrialStore
 
@@ -57,6 +59,9 @@ def _study(home: Path) -> str:
 
 def test_ablation_keeps_the_knobs_that_matter_and_drops_the_noise(tmp_path: Path) -> None:
     env = {**os.environ, "TUNELAB_HOME": str(tmp_path), "DOUBLE_NOISE": "0.03", "COLUMNS": "200"}
+    # As when the study service runs it: a TUI can follow the ablation through this file.
+    events_file = tmp_path / "job.events.jsonl"
+    env[event_codec.EVENTS_ENV] = str(events_file)
     os.environ["TUNELAB_HOME"] = str(tmp_path)
     try:
         winner = _study(tmp_path)
@@ -112,6 +117,14 @@ def test_ablation_keeps_the_knobs_that_matter_and_drops_the_noise(tmp_path: Path
     assert ablation["max-num-seqs"]["baseline"] == 2
     assert preset.results["noise"]["repeats"] == 3
     assert preset.workload is not None and preset.workload["concurrency"] == 8
+    # Every trial the ablation ran reached the job's event file with its final state.
+    with TrialStore(tmp_path / "trials.db") as store:
+        ran = {t.id for t in store.list() if t.study != "tuned"}
+    rows, _ = event_codec.read_lines(events_file, 0)
+    ended = {
+        s.event.trial.id for s in event_codec.decode_all(rows) if isinstance(s.event, TrialDone)
+    }
+    assert ran and ended == ran, (len(ran), len(ended))
 
 
 def test_a_trial_without_a_baseline_is_a_user_error(tmp_path: Path) -> None:

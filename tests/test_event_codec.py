@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import typing
 from pathlib import Path
 
@@ -66,26 +67,35 @@ def test_unknown_or_torn_lines_are_errors_the_reader_skips(tmp_path: Path) -> No
     with pytest.raises(event_codec.EventDecodeError, match="TrialStage"):
         event_codec.decode({"type": "TrialStage", "nope": 1})
     rows = [{"type": "FromTheFuture"}, event_codec.encode(ev.TrialLog("t", "kept"))]
-    assert list(event_codec.decode_all(rows)) == [ev.TrialLog("t", "kept")]
+    assert [s.event for s in event_codec.decode_all(rows)] == [ev.TrialLog("t", "kept")]
 
 
 def test_the_reader_takes_whole_lines_only_and_resumes_at_the_offset(tmp_path: Path) -> None:
     path = tmp_path / "events.jsonl"
     writer = event_codec.EventWriter.open(path)
     first, second = ev.TrialLog("t", "one"), ev.TrialStage("t", "warmup")
+    before = time.time()
     writer(first)
+    time.sleep(0.05)
     writer(second)
+    after = time.time()
     writer.close()
     whole = path.read_bytes()
     third = json.dumps(event_codec.encode(ev.TrialLog("t", "three"))).encode()
     with open(path, "ab") as out:
         out.write(third[:10])  # a line still being written
     rows, offset = event_codec.read_lines(path, 0)
-    assert list(event_codec.decode_all(rows)) == [first, second] and offset == len(whole)
+    stamped = list(event_codec.decode_all(rows))
+    assert [s.event for s in stamped] == [first, second] and offset == len(whole)
+    # Each line carries when it was written: a replay shows the real gaps between events.
+    t1, t2 = (s.at for s in stamped)
+    assert t1 is not None and t2 is not None
+    assert before - 0.01 <= t1 < t2 <= after + 0.01 and t2 - t1 >= 0.04
     with open(path, "ab") as out:
         out.write(third[10:] + b"\n")
     rows, offset2 = event_codec.read_lines(path, offset)
-    assert list(event_codec.decode_all(rows)) == [ev.TrialLog("t", "three")]
+    # A line without a time (written by hand here) still decodes, with no time.
+    assert list(event_codec.decode_all(rows)) == [(ev.TrialLog("t", "three"), None)]
     assert offset2 == path.stat().st_size
     assert event_codec.read_lines(tmp_path / "missing.jsonl", 7) == ([], 7)
     assert oct(path.stat().st_mode & 0o777) == "0o600"

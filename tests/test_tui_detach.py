@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import pty
+import re
 import signal
 import subprocess
 import sys
@@ -29,7 +30,7 @@ from typing import Any
 import psutil
 import pytest
 from textual.message import Message
-from textual.widgets import Static
+from textual.widgets import RichLog, Static
 
 from tests.support import fault_procs
 from tests.support.tui_harness import services, settle, wait_for
@@ -145,8 +146,9 @@ def _seed_baseline(db: Path, env: dict[str, str]) -> None:
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-async def _reopen_and_read_verdict(db: Path) -> tuple[ABReport, str]:
-    """A new TUI on the same study and store: what it finishes with, and what its panel says."""
+async def _reopen_and_read_verdict(db: Path) -> tuple[ABReport, str, list[str]]:
+    """A new TUI on the same study and store: what it finishes with, what its panel says, and
+    the Run panel's event lines."""
     seen: list[Message] = []
     app = TunelabApp(services=replace(services(double=False), store_path=db))
     async with app.run_test(size=(160, 48), message_hook=seen.append) as pilot:
@@ -161,7 +163,8 @@ async def _reopen_and_read_verdict(db: Path) -> tuple[ABReport, str]:
         assert isinstance(finished.result, ABReport)
         await pilot.pause(0.2)
         shown = str(app.main.query_one("#run-figures", Static).render())
-    return finished.result, shown
+        events = [strip.text for strip in app.main.query_one("#run-log", RichLog).lines]
+    return finished.result, shown, events
 
 
 def _check_reopened(db: Path, home: Path, job_id: str, report: ABReport, shown: str) -> None:
@@ -204,6 +207,7 @@ async def _scenario(home: Path, real: bool, monkeypatch: pytest.MonkeyPatch) -> 
         monkeypatch.setenv("TUNELAB_JOB_ENTRY", entry)
         env["DOUBLE_TOKEN_MS"] = "5"  # each launch lasts long enough to be cut
         _seed_baseline(db, env)
+        env["DOUBLE_STARTUP_S"] = "1.5"  # the A/B's engines take a while to start
     try:
         job_id = _hang_up_during_ab(home, db, env, real)
         with ServiceClient(start=False) as client:
@@ -214,8 +218,12 @@ async def _scenario(home: Path, real: bool, monkeypatch: pytest.MonkeyPatch) -> 
                 assert time.monotonic() < deadline, "the A/B job did not finish"
                 time.sleep(1.0)
             assert client.job(job_id)["state"] == "finished", client.job(job_id)
-        report, shown = await _reopen_and_read_verdict(db)
+        report, shown, events = await _reopen_and_read_verdict(db)
         _check_reopened(db, home, job_id, report, shown)
+        # The replay keeps the job's own times: each engine's start took what it took in the
+        # job (the double's 1.5 s; vLLM's many seconds), not the moment the replay took.
+        ready = [int(m.group(1)) for e in events if (m := re.search(r"ready after (\d+) s", e))]
+        assert len(ready) >= 2 and min(ready) >= 1, events
         assert _mine(home, {os.getpid(), fault_procs.service_pid(home) or -1}) == []
     finally:
         service = fault_procs.service_pid(home)

@@ -95,7 +95,7 @@ def find(jobs: list[dict[str, Any]], study: str, store: Path | None) -> Detached
 
 async def follow(
     job_id: str,
-    emit: Callable[[TrialEvent], None],
+    emit: Callable[[TrialEvent, float | None], None],
     on_trial: Callable[[Trial], None],
     study: Callable[[], Study],
 ) -> ABReport:
@@ -113,8 +113,8 @@ async def follow(
         offset = 0
         while True:
             chunk = await asyncio.to_thread(client.events, job_id, offset)
-            for event in chunk.events:
-                emit(event)
+            for event, at in chunk.stamped:
+                emit(event, at)
                 if isinstance(event, (TrialDone, TrialFailed, TrialPruned, TrialSkipped)):
                     on_trial(event.trial)
             offset = chunk.next_offset

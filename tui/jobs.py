@@ -19,7 +19,7 @@ import itertools
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from textual.message import Message
 from textual.worker import Worker, WorkerState
@@ -37,7 +37,11 @@ if TYPE_CHECKING:
     from tuner.lab.study import Study
     from tuner.studies.executor import TrialRunner
 
-Emit = Callable[[TrialEvent], None]
+
+class Emit(Protocol):
+    """Posts a job's event to the screen; ``at``: when it happened, for a replayed one."""
+
+    def __call__(self, event: TrialEvent, at: float | None = None) -> None: ...
 
 
 @dataclass
@@ -358,8 +362,8 @@ class Jobs:
     async def _run(self, job: Job) -> None:
         post = self.host.post
 
-        def emit(event: TrialEvent) -> None:
-            post(RunEvent(job.id, event))
+        def emit(event: TrialEvent, at: float | None = None) -> None:
+            post(RunEvent(job.id, event, at))
 
         ok, summary, result = False, "", None
         try:

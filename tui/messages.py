@@ -116,10 +116,13 @@ class RunEvent(Message, bubble=False):
     Attributes:
         job: The id of the job that produced it (a study may run several trials).
         event: The ``tuner.trials`` event (TrialStage, TrialProgress, ...).
+        at: When it happened (wall clock) if not just now: an event replayed
+            from a detached job's event file.
     """
 
     job: int
     event: TrialEvent
+    at: float | None = None
 
 
 @dataclass

@@ -58,8 +58,21 @@ from tuner.trials.model import Trial
 DEMO_LABEL = "tunelab:demo"
 
 
+class Body(Horizontal):
+    """The panels under the GPU panel; draws nothing of its own (see MainScreen.BLANK)."""
+
+    BLANK = True
+
+
 class MainScreen(Screen[None]):
-    """The tuning screen."""
+    """The tuning screen.
+
+    The screen and the body only paint their background, so they render as
+    blank (``BLANK``): Textual re-renders every widget whose clip overlaps a
+    dirty region, these two whole, on each 2 Hz GPU repaint (issue 13's idle).
+    """
+
+    BLANK = True
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "leave_input", "Leave field", show=False, id="main.leave_input"),
@@ -79,7 +92,7 @@ class MainScreen(Screen[None]):
         session = self.session
         yield StatusBar(id="status")
         yield GpuPanel(id="gpus")
-        with Horizontal(id="body"):
+        with Body(id="body"):
             with Vertical(id="left"):
                 yield ModelPanel(id="model")
                 yield WorkloadPanel(session.workload, id="workload")
@@ -258,8 +271,8 @@ class MainScreen(Screen[None]):
     @on(RunEvent)
     def _run_event(self, message: RunEvent) -> None:
         """Render one trial event in the run panel and the header."""
-        event, panel = message.event, self.run_panel
-        panel.trial_event(event)  # launch count, log file, shutdown marking, backend asked for
+        event, panel, at = message.event, self.run_panel, message.at
+        panel.trial_event(event, at)  # launch count, log file, shutdown marking, backend asked for
         if isinstance(event, ev.TrialStage):
             stage = "warm-up" if event.stage == "warmup" else event.stage
             self._stage = stage
@@ -267,7 +280,8 @@ class MainScreen(Screen[None]):
                 self.set_engine_state("stopping")
             else:
                 self.set_engine_state(stage)
-                panel.stage(stage, self._backend, event.detail if stage != "ready" else "")
+                detail = event.detail if stage != "ready" else ""
+                panel.stage(stage, self._backend, detail, at=at)
         elif isinstance(event, ev.TrialBackend):
             self._backend = event.actual or event.requested
             panel.stage(getattr(self, "_stage", "ready"), self._backend)
@@ -279,16 +293,16 @@ class MainScreen(Screen[None]):
             panel.figures(p.tokens_per_s, p.ttft_p50_ms, p.itl_p50_ms, p.done, p.total)
         elif isinstance(event, ev.TrialDone):
             trial = event.trial
-            panel.stage("done", self._backend)
-            panel.note(result_line(trial))
+            panel.stage("done", self._backend, at=at)
+            panel.note(result_line(trial), at=at)
         elif isinstance(event, ev.TrialFailed):
-            panel.stage("failed", None, event.reason)
+            panel.stage("failed", None, event.reason, at=at)
             panel.log(f"FAILED: {event.reason}")
         elif isinstance(event, ev.StudyStatus):
             panel.study_status(event)
             self.query_one(GpuPanel).occupy(event.by_gpu())
         elif isinstance(event, ev.TrialSkipped):
-            panel.stage("skipped", None, "the rules found errors; no engine was started")
+            panel.stage("skipped", None, "the rules found errors; no engine was started", at=at)
 
     @on(JobFinished)
     def _job_finished(self, message: JobFinished) -> None:

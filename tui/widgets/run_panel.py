@@ -236,12 +236,19 @@ class RunPanel(Vertical):
         self._tick()
         self._started = None
 
-    def trial_event(self, event: Any) -> None:
-        """Context from a trial event: which launch, the log file, shutdown, what vLLM really ran."""
+    def trial_event(self, event: Any, at: float | None = None) -> None:
+        """Context from a trial event: which launch, the log file, shutdown, what vLLM really ran.
+
+        ``at`` is when the event happened (wall clock), for one replayed from a
+        detached job; None: now.
+        """
         if isinstance(event, ev.TrialStage):
             if event.stage == "starting":
                 self._launch += 1
-                self._launch_started = time.monotonic()
+                self._launch_started = _monotonic(at)
+                if self._launch == 1 and self._started is not None:
+                    # A replay: the job began before this TUI followed it.
+                    self._started = min(self._started, self._launch_started)
                 self._mismatch = None
                 self.engine_log.start_trial(event.trial_id, _log_path(event.trial_id))
             elif event.stage == "stopping":
@@ -288,23 +295,28 @@ class RunPanel(Vertical):
         for m in mismatches:
             self.event(f"≠ {m.message()}", style="bold red")
 
-    def stage(self, stage: str, backend: str | None, detail: str = "") -> None:
+    def stage(
+        self, stage: str, backend: str | None, detail: str = "", at: float | None = None
+    ) -> None:
+        """The stage line; ``at``: when the stage began (wall clock; None: now)."""
         if stage != self._stage:
-            self._stage_since = time.monotonic()
-            self._event_for_stage(stage, backend, detail)
+            self._stage_since = _monotonic(at)
+            self._event_for_stage(stage, backend, detail, at)
         self._stage, self._backend, self._detail = stage, backend, detail
         self._render_stage()
 
-    def _event_for_stage(self, stage: str, backend: str | None, detail: str) -> None:
+    def _event_for_stage(
+        self, stage: str, backend: str | None, detail: str, at: float | None = None
+    ) -> None:
         if stage == "starting":
-            self.event("starting the engine")
+            self.event("starting the engine", at=at)
         elif stage == "ready":
-            waited = time.monotonic() - self._launch_started
-            self.event(f"engine ready after {clock(waited)}")
+            waited = _monotonic(at) - self._launch_started
+            self.event(f"engine ready after {clock(waited)}", at=at)
         elif stage in ("failed", "stopped", "skipped"):
-            self.event(f"{stage}: {detail}" if detail else stage, style="bold red")
+            self.event(f"{stage}: {detail}" if detail else stage, style="bold red", at=at)
         elif stage in ("warm-up", "measuring"):
-            self.event(stage)
+            self.event(stage, at=at)
 
     def _render_stage(self) -> None:
         detail = self._detail
@@ -349,17 +361,20 @@ class RunPanel(Vertical):
     ) -> None:
         self.query_one("#run-figures", Static).update(figures_line(tok_s, ttft, itl, done, total))
 
-    def note(self, text: str, highlight: str | None = None, style: str = "bold") -> None:
-        """A summary under the stage (the result, or an A/B verdict), wrapped to at most 3 lines."""
+    def note(
+        self, text: str, highlight: str | None = None, style: str = "bold", at: float | None = None
+    ) -> None:
+        """A summary under the stage (the result, or an A/B verdict), wrapped to at most 3 lines;
+        ``at``: when it happened (wall clock; None: now)."""
         out = Text(text)
         if highlight:
             out.highlight_words([highlight], style=style)
         self.query_one("#run-figures", Static).update(out)
-        self.event(text, style="bold")
+        self.event(text, style="bold", at=at)
 
-    def event(self, text: str, style: str = "") -> None:
-        """One of tunelab's own events, with the time of day."""
-        line = Text(time.strftime("%H:%M:%S "), style="dim")
+    def event(self, text: str, style: str = "", at: float | None = None) -> None:
+        """One of tunelab's own events, with the time of day it happened (``at``; None: now)."""
+        line = Text(time.strftime("%H:%M:%S ", time.localtime(at)), style="dim")
         line.append(text, style=style)
         self.query_one("#run-log", RichLog).write(line)
 
@@ -369,6 +384,15 @@ class RunPanel(Vertical):
             return
         self.engine_log.add(line)
         self.border_subtitle = f"engine log: {len(self.engine_log.lines)} lines · l"
+
+
+def _monotonic(at: float | None) -> float:
+    """The panel's clock (monotonic) reading for wall-clock time ``at``; None: now.
+
+    A replayed event happened ``time.time() - at`` seconds ago; never in the future.
+    """
+    now = time.monotonic()
+    return now if at is None else now - max(0.0, time.time() - at)
 
 
 def slots_text(status: ev.StudyStatus) -> Text:

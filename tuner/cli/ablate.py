@@ -22,7 +22,7 @@ import typer
 from tuner.cli import options as opt
 from tuner.cli import study_session
 from tuner.cli.study_options import GpusOpt, VerboseOpt
-from tuner.cli.study_output import StudyProgress, dump
+from tuner.cli.study_output import dump
 from tuner.export.preset import dump_preset
 from tuner.lab.ablation import minimal_preset
 from tuner.lab.study import Study
@@ -79,9 +79,14 @@ def ablate_command(
         except AblateError as exc:
             raise opt.usage_error("ablate", f"{exc} ({exc.fix})") from None
         planned = 2 * repeats * (len(knobs) + (1 if confirm else 0))
-        with StudyProgress("ablate", planned, show_log=verbose) as progress:
-            runner = study_session.make_runner(store, progress, startup_timeout)
-            study_session.use_gpus("ablate", runner, gpus)
+        with study_session.runner_on(
+            store,
+            "ablate",
+            planned,
+            verbose=verbose,
+            startup_timeout=startup_timeout,
+            prepare=lambda runner: study_session.use_gpus("ablate", runner, gpus),
+        ) as runner:
             report = study_session.run_async(
                 "ablate",
                 lambda: run_ablation(

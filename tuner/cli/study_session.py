@@ -145,19 +145,50 @@ def study_runner(
     """The store, the study progress display and a trial runner drawing on it, for one study.
 
     Every study command (ab, sweep, tune, capacity, ablate, presets verify) runs
-    inside one; the store is closed however the study ends. ``prepare`` adjusts the
-    runner before any trial starts (``--gpus`` through :func:`use_gpus`).
+    inside one, or inside :func:`runner_on` when it reads its store first; the
+    store is closed however the study ends. ``prepare`` adjusts the runner
+    before any trial starts (``--gpus`` through :func:`use_gpus`).
     """
     store = opt.open_store(command, store_path)
+    try:
+        with runner_on(
+            store,
+            title,
+            planned,
+            verbose=verbose,
+            startup_timeout=startup_timeout,
+            prepare=prepare,
+            skips_extra=skips_extra,
+        ) as runner:
+            yield store, runner
+    finally:
+        store.close()
+
+
+@contextmanager
+def runner_on(
+    store: TrialStore,
+    title: str,
+    planned: int,
+    *,
+    verbose: bool,
+    startup_timeout: float,
+    prepare: Callable[[TrialRunner], None] | None = None,
+    skips_extra: bool = False,
+) -> Iterator[TrialRunner]:
+    """The progress display and a trial runner on an open ``store`` (its caller closes it).
+
+    Its events also go to the job's event file when the study service runs
+    this command, so a TUI can follow any study, whoever started it.
+    """
     events = EventWriter.from_env()
     try:
         with StudyProgress(title, planned, show_log=verbose, skips_extra=skips_extra) as progress:
             runner = make_runner(store, _tee(progress, events), startup_timeout)
             if prepare is not None:
                 prepare(runner)
-            yield store, runner
+            yield runner
     finally:
-        store.close()
         if events is not None:
             events.close()
 

@@ -22,7 +22,7 @@ import httpx
 from tuner.errors import TunelabError
 from tuner.service import paths
 from tuner.service.jobs import JobState
-from tuner.trials.event_codec import decode_all
+from tuner.trials.event_codec import Stamped, decode_all
 from tuner.trials.events import TrialEvent
 
 START_TIMEOUT = 20.0
@@ -42,11 +42,16 @@ class LogChunk:
 
 @dataclass(frozen=True)
 class EventChunk:
-    """The events a job wrote since an offset, the offset to ask from next, its state."""
+    """The events a job wrote since an offset (with their times), the offset to ask from next,
+    its state."""
 
-    events: list[TrialEvent]
+    stamped: list[Stamped]
     next_offset: int
     state: str
+
+    @property
+    def events(self) -> list[TrialEvent]:
+        return [s.event for s in self.stamped]
 
     @property
     def ended(self) -> bool:
@@ -183,8 +188,8 @@ class ServiceClient:
     def events(self, job_id: str, offset: int = 0) -> EventChunk:
         """The trial events the job wrote from ``offset`` on (tuner.trials.event_codec)."""
         data = self._call("GET", f"/jobs/{job_id}/events", params={"offset": offset}).json()
-        events = list(decode_all(data["events"]))
-        return EventChunk(events, int(data["next_offset"]), str(data["state"]))
+        stamped = list(decode_all(data["events"]))
+        return EventChunk(stamped, int(data["next_offset"]), str(data["state"]))
 
     def follow(
         self, job_id: str, write: Callable[[str], None], poll: float = 0.5, offset: int = 0

@@ -5,8 +5,10 @@ emits, one JSON object per line, to the job's event file; the TUI reads the
 file through the service from any offset and posts the decoded events as it
 would the events of a study it ran itself. So a TUI that attached after an SSH
 drop replays the study's progress and ends on the same final trials. Each
-line is ``{"type": <class name>, ...fields}``; trials travel in their store
-form (:meth:`Trial.to_dict`), findings in theirs.
+line is ``{"type": <class name>, "at": <wall-clock seconds>, ...fields}``;
+trials travel in their store form (:meth:`Trial.to_dict`), findings in theirs.
+The time is when the event happened, so a replay shows how long the start
+really took, not how fast the replay went.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from tuner.errors import TunelabError
 from tuner.rules.types import Finding
@@ -39,6 +42,9 @@ from tuner.trials.model import Trial
 
 # The job's event file, set by the service for each job it starts.
 EVENTS_ENV = "TUNELAB_EVENTS_FILE"
+
+# The wall-clock time the event was written (not a field of any event type).
+AT = "at"
 
 _PLAIN = {cls.__name__: cls for cls in (TrialQueued, TrialStage, TrialLog, TrialBackend)}
 
@@ -74,6 +80,7 @@ def decode(data: dict[str, Any]) -> TrialEvent:
     """
     fields = dict(data)
     name = fields.pop("type", None)
+    fields.pop(AT, None)  # the line's time, not a field of the event
     try:
         if name in _PLAIN:
             return _PLAIN[name](**fields)
@@ -122,8 +129,9 @@ class EventWriter:
         return cls.open(Path(path)) if path else None
 
     def __call__(self, event: TrialEvent) -> None:
+        line = {**encode(event), AT: round(time.time(), 3)}
         with contextlib.suppress(OSError, ValueError):  # a full disk must not end the study
-            self.out.write(json.dumps(encode(event), separators=(",", ":")) + "\n")
+            self.out.write(json.dumps(line, separators=(",", ":")) + "\n")
             self.out.flush()
 
     def close(self) -> None:
@@ -148,8 +156,17 @@ def read_lines(path: Path, offset: int, limit: int = 1 << 20) -> tuple[list[dict
     return rows, offset + end
 
 
-def decode_all(rows: list[dict[str, Any]]) -> Iterator[TrialEvent]:
-    """The events among ``rows``; lines this tunelab cannot read are skipped, not fatal."""
+class Stamped(NamedTuple):
+    """An event and the wall-clock time it was written (None: a line without one)."""
+
+    event: TrialEvent
+    at: float | None
+
+
+def decode_all(rows: list[dict[str, Any]]) -> Iterator[Stamped]:
+    """The events among ``rows``, each with its time; lines this tunelab cannot read are
+    skipped, not fatal."""
     for row in rows:
         with contextlib.suppress(EventDecodeError):
-            yield decode(row)
+            at = row.get(AT)
+            yield Stamped(decode(row), float(at) if isinstance(at, int | float) else None)
