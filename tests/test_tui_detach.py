@@ -224,6 +224,7 @@ async def _scenario(home: Path, real: bool, monkeypatch: pytest.MonkeyPatch) -> 
         # job (the double's 1.5 s; vLLM's many seconds), not the moment the replay took.
         ready = [int(m.group(1)) for e in events if (m := re.search(r"ready after (\d+) s", e))]
         assert len(ready) >= 2 and min(ready) >= 1, events
+        assert sum("starting the engine" in e for e in events) == len(ready), events
         assert _mine(home, {os.getpid(), fault_procs.service_pid(home) or -1}) == []
     finally:
         service = fault_procs.service_pid(home)

@@ -36,6 +36,12 @@ async def test_formats_show_checked_by_shape_and_enter_in_directory_exports(
         await wait_for(pilot, lambda: any(isinstance(m, JobFinished) for m in seen), 90, "run")
         await pilot.press("e")
         await pilot.pause(0.3)
+        # The trial is chosen when the dialog opens, so Enter at once exports it.
+        first = tmp_path / "at-once"
+        app.screen.query_one("#export-dir", Input).value = str(first)
+        await pilot.press("enter")
+        await pilot.pause(0.5)
+        assert sorted(p.suffix for p in first.iterdir()) == [".sh", ".toml"]
         # toml and sh are checked by default; yaml and docker are not — visibly so.
         for name in ("toml", "sh"):
             assert _box(app, name).startswith(CHECKED), _box(app, name)

@@ -91,6 +91,8 @@ class ExportScreen(ModalScreen[list[Path] | None]):
         select.set_options(options)
         default = self.trial_id or (best.id if best is not None else trials[-1].id)
         select.value = default
+        # The trial is chosen already: Enter exports it (on the trial list, Enter opens it).
+        self.query_one("#export", Button).focus()
 
     def on_select_changed(self, event: Select.Changed) -> None:
         """The chosen trial's chunk metrics are flagged when its responses came in one piece (B9)."""

@@ -171,6 +171,7 @@ class RunPanel(Vertical):
         self._mismatch: str | None = None
         self._started: float | None = None
         self._stage_since = 0.0
+        self._stage_launch = 0  # the launch the current stage began in
         self._kind = "run"
         self._plan: tuple[str, ...] = ()
         self._launch = 0
@@ -219,7 +220,9 @@ class RunPanel(Vertical):
         self.query_one("#run-slots").display = False
         self._stage = ""
         self.event(f"{title}: queued to run")
-        self.stage("starting", None)
+        # The line counts from now; "starting the engine" is logged when the trial's own
+        # start event comes (with its time, for a replayed one).
+        self.stage("starting", None, log=False)
         if self._timer is None:
             self._timer = self.set_interval(1.0, self._tick)
         else:
@@ -253,7 +256,9 @@ class RunPanel(Vertical):
                 self.engine_log.start_trial(event.trial_id, _log_path(event.trial_id))
             elif event.stage == "stopping":
                 self.engine_log.stopping = True
-                self.event("stopping the engine (its output from here on is marked shutdown)")
+                self.event(
+                    "stopping the engine (its output from here on is marked shutdown)", at=at
+                )
         elif isinstance(event, ev.TrialBackend):
             if event.requested and event.actual and event.requested != event.actual:
                 self._mismatch = event.requested
@@ -296,12 +301,20 @@ class RunPanel(Vertical):
             self.event(f"≠ {m.message()}", style="bold red")
 
     def stage(
-        self, stage: str, backend: str | None, detail: str = "", at: float | None = None
+        self,
+        stage: str,
+        backend: str | None,
+        detail: str = "",
+        at: float | None = None,
+        log: bool = True,
     ) -> None:
-        """The stage line; ``at``: when the stage began (wall clock; None: now)."""
-        if stage != self._stage:
+        """The stage line; ``at``: when the stage began (wall clock; None: now); ``log``: say
+        so in the event lines (a new launch's start is a new stage)."""
+        if stage != self._stage or (stage == "starting" and self._launch != self._stage_launch):
             self._stage_since = _monotonic(at)
-            self._event_for_stage(stage, backend, detail, at)
+            self._stage_launch = self._launch
+            if log:
+                self._event_for_stage(stage, backend, detail, at)
         self._stage, self._backend, self._detail = stage, backend, detail
         self._render_stage()
 
