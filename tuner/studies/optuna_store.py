@@ -78,7 +78,8 @@ def open_storage(url: str) -> optuna.storages.RDBStorage:
         engine_kwargs = {"pool_pre_ping": True}
     # Workers started together race to create the schema of a new database
     # ("table studies already exists", alembic's version row); the loser
-    # retries and finds it made.
+    # retries and finds it made. SQLite says so with an OperationalError,
+    # PostgreSQL with a ProgrammingError (DuplicateTable) or an IntegrityError.
     for attempt in range(6):
         try:
             return optuna.storages.RDBStorage(
@@ -87,7 +88,11 @@ def open_storage(url: str) -> optuna.storages.RDBStorage:
                 heartbeat_interval=HEARTBEAT_S,
                 grace_period=GRACE_S,
             )
-        except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError) as exc:
+        except (
+            sqlalchemy.exc.OperationalError,
+            sqlalchemy.exc.IntegrityError,
+            sqlalchemy.exc.ProgrammingError,
+        ) as exc:
             racing = ("already exists", "locked", "UNIQUE constraint", "duplicate key")
             if attempt == 5 or not any(word in str(exc) for word in racing):
                 raise SearchError(
