@@ -91,6 +91,7 @@ class KeyActions:
         attach to this study's A/B job when it runs or ended since a TUI last showed it."""
         # Deferred: the service client (httpx) loads only when jobs are listed.
         from tui import detached
+        from tuner.service import view
         from tuner.service.client import ServiceClient, ServiceError
 
         app: Any = self
@@ -103,7 +104,7 @@ class KeyActions:
         except ServiceError:
             return
         found = detached.find(jobs, session.study, session.services.store_path)
-        active = [j for j in jobs if j["state"] in ("running", "queued")]
+        active = [j for j in jobs if view.active(j)]
         if found is not None:
             app.call_from_thread(app.jobs.attach_if_new, found)
             active = [j for j in active if j["id"] != found.job_id]

@@ -81,7 +81,7 @@ class JobsView(Screen[None]):
             )
         if jobs:
             table.move_cursor(row=min(row, len(jobs) - 1))
-        running = sum(j["state"] in ("running", "queued") for j in jobs)
+        running = sum(view.active(j) for j in jobs)
         header = f"Jobs · {len(jobs)} in all, {running} queued or running"
         if problem:
             header = f"Jobs · {problem}"

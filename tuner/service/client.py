@@ -35,9 +35,15 @@ class ServiceError(TunelabError):
 
 @dataclass(frozen=True)
 class LogChunk:
+    """The log a job wrote since an offset, the offset to ask from next, its state."""
+
     text: str
     next_offset: int
     state: str
+
+    @property
+    def ended(self) -> bool:
+        return JobState(self.state).ended
 
 
 @dataclass(frozen=True)
@@ -200,7 +206,7 @@ class ServiceClient:
             if chunk.text:
                 write(chunk.text)
             offset = chunk.next_offset
-            if chunk.state not in ("queued", "running"):
+            if chunk.ended:
                 rest = self.log(job_id, offset)
                 if rest.text:
                     write(rest.text)

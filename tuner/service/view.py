@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from tuner.service.jobs import JobState
+
 
 def age(seconds: float) -> str:
     """``42s``, ``17m``, ``2.5h``: short enough for a column."""
@@ -14,6 +16,11 @@ def age(seconds: float) -> str:
     if seconds < 5400:
         return f"{seconds / 60:.0f}m"
     return f"{seconds / 3600:.1f}h"
+
+
+def active(job: dict[str, Any]) -> bool:
+    """Queued or running: the job has not ended (``JobState.ended`` decides)."""
+    return not JobState(job["state"]).ended
 
 
 def state_text(job: dict[str, Any]) -> str:
