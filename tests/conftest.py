@@ -59,6 +59,25 @@ def tunelab_home(
     return home
 
 
+# The engine doubles' own knobs (tests/support/study_engine_double.py): variables tunelab
+# does not know, so a test that puts one in a config consents to it as a user would with
+# --allow-env; subprocess CLIs get the flag on their command line.
+DOUBLE_ENV = frozenset({"DOUBLE_TOKEN_MS", "DOUBLE_STARTUP_S", "DOUBLE_NOISE", "DOUBLE_START_LOG"})
+
+
+@pytest.fixture(autouse=True)
+def consent_to_doubles() -> Iterator[None]:
+    """Each test starts from the same consent (tuner.policy): the doubles' variables only.
+
+    Consent is process-wide; this puts back what a test (or a CLI it invoked in-process)
+    granted, so no test sees another's ``--allow-code``.
+    """
+    from tuner import policy
+
+    with policy.granting(policy.Consent(env=DOUBLE_ENV)):
+        yield
+
+
 @pytest.fixture(scope="session")
 def session_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("tunelab-session-home")

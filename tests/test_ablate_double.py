@@ -84,6 +84,8 @@ def test_ablation_keeps_the_knobs_that_matter_and_drops_the_noise(tmp_path: Path
             "--output",
             str(out),
             "--json",
+            "--allow-env",  # the trials carry the double's speed knob (not known data)
+            "DOUBLE_TOKEN_MS",
         ],
         cwd=REPO,
         env=env,

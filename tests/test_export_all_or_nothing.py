@@ -59,7 +59,22 @@ def test_values_over_128_kib_are_refused_before_writing(tmp_path: Path) -> None:
 
 
 def test_toml_over_the_load_limit_is_refused(tmp_path: Path) -> None:
-    engine = {f"x-future-flag-{i}": "y" * 100_000 for i in range(12)}
+    # Twelve text arguments the policy knows to be data, each under the 128 KiB argv limit.
+    keys = [
+        "served-model-name",
+        "chat-template",
+        "tokenizer",
+        "revision",
+        "code-revision",
+        "tokenizer-revision",
+        "hf-config-path",
+        "download-dir",
+        "spec-model",
+        "response-role",
+        "root-path",
+        "generation-config",
+    ]
+    engine = {key: "y" * 100_000 for key in keys}
     with pytest.raises(ExportError, match="KiB"):
         export(EngineConfig(model="org/m", engine=engine), tmp_path / "o", ["toml"], name="p")
     assert not (tmp_path / "o").exists()

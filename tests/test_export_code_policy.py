@@ -8,9 +8,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from tuner import policy
 from tuner.cli.app import register_all
 from tuner.config import EngineConfig
-from tuner.export.engine_policy import code_loading_args
 from tuner.export.errors import ExportError, PresetError
 from tuner.export.preset import loads_preset
 from tuner.export.render import export
@@ -53,7 +53,9 @@ def test_refused_without_allow_code_and_named(line: str, name: str) -> None:
         loads_preset(HEAD + line + "\n", resolve=False)
     assert name in str(info.value) and "--allow-code" in str(info.value)
     preset = loads_preset(HEAD + line + "\n", resolve=False, allow_code=True)
-    assert [c.key for c in code_loading_args(preset.config.engine)] == [name]
+    refused = policy.violations(preset.config, policy.Consent())
+    assert [v.key for v in refused] == [name]
+    assert policy.violations(preset.config, policy.Consent(code=True)) == []
 
 
 def test_harmless_values_are_not_code() -> None:
@@ -62,8 +64,9 @@ def test_harmless_values_are_not_code() -> None:
         "distributed-executor-backend": "mp",
         "compilation-config": {"cudagraph_mode": "FULL"},
         "max-num-seqs": 8,
+        "speculative-config": {"method": "ngram", "num_speculative_tokens": 3},
     }
-    assert code_loading_args(engine) == []
+    assert policy.violations(EngineConfig("org/m", engine=engine), policy.Consent()) == []
 
 
 def test_export_never_writes_code_loading_args_silently(tmp_path: Path) -> None:

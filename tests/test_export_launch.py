@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.test_export_golden import hostile_preset
+from tests.test_export_golden import CONSENT, hostile_preset
 from tests.test_export_properties import make_stub, run_script
 from tuner.engine.spec import EngineSpec
 from tuner.export.catalog import find_preset, shipped_dir
@@ -45,7 +45,7 @@ def test_script_runs_the_engines_own_command(tmp_path: Path, entry: str) -> None
     python.write_text((tmp_path / "bin" / "vllm").read_text())
     python.chmod(0o755)
     for name, preset in presets_to_compare().items():
-        (script,) = export(preset, tmp_path / name, ["sh"])
+        (script,) = export(preset, tmp_path / name, ["sh"], **CONSENT.get(name, {}))
         # The engine with python=<dir>/python finds `vllm` beside it: point both at the stub dir.
         spec = EngineSpec(
             config=preset.config, log_path=tmp_path / "log", python=str(python), entry=entry

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_export_golden import hostile_preset
+from tests.test_export_golden import CONSENT, hostile_preset
 from tuner.export.catalog import shipped_dir
 from tuner.export.preset import load_preset
 from tuner.export.render import export
@@ -77,7 +77,8 @@ def test_yaml_equals_launch_argv_through_vllms_loader(tmp_path: Path) -> None:
         presets[toml.stem] = load_preset(toml)
     cases = {}
     for name, preset in presets.items():
-        (path,) = export(preset, tmp_path, ["yaml"], name=name)
+        consent = CONSENT["hostile"] if name.startswith("hostile") else {}
+        (path,) = export(preset, tmp_path, ["yaml"], name=name, **consent)
         cases[name] = {
             "yaml": str(path),
             "script_argv": ["--model", *preset.config.serve_args()],

@@ -95,12 +95,22 @@ def test_typo_of_a_catalogue_key_is_an_error_with_suggestion() -> None:
     assert issue.line == line_of(text, "max-num-batched-token =")
 
 
-def test_flag_outside_catalogue_passes_with_a_warning() -> None:
-    result = validate_text(BASE + 'some-future-flag = " x "\n')
+def test_vllm_flag_outside_catalogue_passes_with_a_warning() -> None:
+    result = validate_text(BASE + 'served-model-name = " x "\nseed = 3\n')
+    assert result.preset is not None
+    assert result.preset.config.engine["served-model-name"] == " x "
+    assert [w.key for w in result.warnings] == ["engine.served-model-name", "engine.seed"]
+    assert result.warnings[0].severity is Severity.WARNING
+
+
+def test_flag_vllm_does_not_have_needs_allow_code() -> None:
+    """What tunelab cannot tell to be data is refused; --allow-code passes it, still named."""
+    (issue,) = errors_of(BASE + 'some-future-flag = " x "\n')
+    assert issue.key == "engine.some-future-flag" and "--allow-code" in issue.fix
+    result = validate_text(BASE + 'some-future-flag = " x "\n', allow_code=True)
     assert result.preset is not None
     assert result.preset.config.engine["some-future-flag"] == " x "
-    assert [w.key for w in result.warnings] == ["engine.some-future-flag"]
-    assert result.warnings[0].severity is Severity.WARNING
+    assert "engine.some-future-flag" in [w.key for w in result.warnings]
 
 
 def test_underscore_key_is_refused_with_the_dashed_form() -> None:

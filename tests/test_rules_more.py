@@ -436,6 +436,23 @@ CASES = [
         env={"NCCL_MIN_NCHANNELS": "112"},
         engine={"tensor-parallel-size": 8},
     ),
+    # The policy's refusals (tuner/policy) as error findings, with a fix that removes them.
+    Case(
+        "policy",
+        True,
+        env={"TORCHINDUCTOR_CPP_MARCH": "native"},
+        severity=Severity.ERROR,
+        fix={"TORCHINDUCTOR_CPP_MARCH": None},
+    ),
+    Case(
+        "policy",
+        True,
+        engine={"compilation-config": {"mode": 3, "inductor_passes": {"p": "evil.Pass"}}},
+        severity=Severity.ERROR,
+        fix={"compilation-config": {"mode": 3}},
+        id="nested-field-removed-alone",
+    ),
+    Case("policy", False, env={"NCCL_MIN_NCHANNELS": "112"}, engine={"max-num-seqs": 8}),
 ]
 
 

@@ -116,6 +116,8 @@ def test_two_workers_share_one_study_without_losing_or_repeating_a_trial(
         "max-num-seqs=1,2,4,8,16",
         "--param",
         "DOUBLE_TOKEN_MS=1,2,3",
+        "--allow-env",  # the double's speed knob is no variable tunelab knows to be data
+        "DOUBLE_TOKEN_MS",
         "--trials",
         "4",
         "--study",

@@ -32,6 +32,7 @@ from tui.session import Session
 from tui.widgets.knob_panel import KnobPanel, KnobRow
 from tui.widgets.status_bar import StatusBar
 from tui.worker_errors import WorkerErrors
+from tuner import policy
 from tuner.config import EngineConfig
 from tuner.lab import checks
 from tuner.lab import target as lab_target
@@ -77,7 +78,8 @@ class TunelabApp(WorkerErrors, KeyActions, App[None]):
         self.session = Session(services=services or Services(), config=EngineConfig(model=""))
         self.start_model = model
         self.start_preset = preset
-        self.allow_code = allow_code  # the preset may load code (tunelab tui --allow-code)
+        if allow_code:  # tunelab tui --allow-code: for all this process runs (tuner.policy)
+            policy.grant(policy.granted().merged(policy.Consent(code=True)))
         self.jobs = Jobs(
             JobHost(
                 session=self.session,
@@ -216,7 +218,7 @@ class TunelabApp(WorkerErrors, KeyActions, App[None]):
         from tuner.lab import config as lab_config
 
         try:
-            config = lab_config.build_config(preset, model, allow_code=self.allow_code)
+            config = lab_config.build_config(preset, model)
         except lab_config.ConfigInputError as exc:
             self.post_message(ConfigLoaded(None, error=str(exc)))
             return

@@ -14,6 +14,7 @@ from pathlib import Path
 import typer
 
 from tuner.cli.app import app
+from tuner.cli.consent_options import AllowCodeOpt, AllowEnvOpt, grant_consent
 from tuner.crash import run_guarded
 
 
@@ -23,18 +24,15 @@ def tui_command(
     preset: Path | None = typer.Option(
         None, "--preset", "-p", help="Preset to start from: a TOML file or a preset's name."
     ),
-    allow_code: bool = typer.Option(
-        False,
-        "--allow-code",
-        help="Accept engine arguments that load or run code (trust-remote-code, plugins ...) "
-        "from the preset.",
-    ),
+    allow_code: AllowCodeOpt = False,
+    allow_env: AllowEnvOpt = None,
 ) -> None:
     """Open the TUI (also what `tunelab` with no command does)."""
     # Imported here for start-up time: Textual loads only when the TUI opens.
     from tui.guard import run_tui
 
-    run_tui(model=model, preset=preset, allow_code=allow_code)
+    grant_consent(allow_code, allow_env)  # for every run and job this TUI starts
+    run_tui(model=model, preset=preset)
 
 
 def main(argv: list[str] | None = None) -> None:

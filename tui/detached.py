@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tuner import policy
 from tuner.errors import TunelabError
 from tuner.trials.events import TrialDone, TrialEvent, TrialFailed, TrialPruned, TrialSkipped
 from tuner.trials.model import Trial
@@ -70,7 +71,9 @@ def submit(spec: ABJobSpec, folder: Path) -> DetachedAB:
     path = spec.write(folder)
     with ServiceClient() as client:
         job = client.submit(
-            ["jobs", "run-spec", str(path)],
+            # The consent this TUI was given travels on the job's command line, never in
+            # the spec file (tuner.policy.consent).
+            ["jobs", "run-spec", str(path), *policy.granted().flags()],
             title=f"tunelab A/B (TUI) study {spec.study}",
             meta=spec.meta(),
         )
@@ -90,7 +93,9 @@ def find(jobs: list[dict[str, Any]], study: str, store: Path | None) -> Detached
     if not mine:
         return None
     job = max(mine, key=lambda j: j["submitted"])
-    return DetachedAB(job["id"], job["state"], int(job["meta"].get("repeats", 3)), job["title"])
+    from tuner.lab.job_spec import ABJobSpec  # the spec's module only once a job is found
+
+    return DetachedAB(job["id"], job["state"], ABJobSpec.repeats_of(job["meta"]), job["title"])
 
 
 async def follow(

@@ -19,9 +19,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tuner.bounded import loads as json_loads
 from tuner.errors import TunelabError
 from tuner.redact import SECRET_ENGINE_ARGS
-from tuner.vllm_flags import SERVE_OPTIONS
+from tuner.vllm_tables import table as vllm_table
 
 EngineValue = str | int | float | bool | dict[str, Any] | list[Any]
 
@@ -57,6 +58,7 @@ class EngineConfig:
 
     def __post_init__(self) -> None:
         self.model = check_model(self.model)
+        _refuse_nul(self.model, self.env, self.engine)
         for key in self.env:
             if not ENV_KEY_RE.match(key):
                 raise ConfigError(
@@ -127,11 +129,11 @@ class EngineConfig:
             compilation.update(raw_comp)
         elif isinstance(raw_comp, str) and raw_comp.strip():
             try:
-                parsed = json.loads(raw_comp)
-            except json.JSONDecodeError as exc:
+                parsed = json_loads(raw_comp, what="compilation-config")
+            except ValueError as exc:
                 raise ConfigError(
-                    f"compilation-config is not valid JSON ({exc.msg}); write it as a TOML "
-                    "table or a JSON object"
+                    f"compilation-config is not valid JSON ({getattr(exc, 'msg', exc)}); write "
+                    "it as a TOML table or a JSON object"
                 ) from None
             if not isinstance(parsed, dict):
                 raise ConfigError("compilation-config must be a JSON object")
@@ -176,6 +178,24 @@ def render_flag(key: str, value: EngineValue) -> list[str]:
     return [f"--{key}={value}"]
 
 
+def _refuse_nul(*values: Any) -> None:
+    """No process can receive a NUL byte in its argv or environment (exec refuses it)."""
+
+    def has_nul(value: Any) -> bool:
+        if isinstance(value, str):
+            return "\x00" in value
+        if isinstance(value, dict):
+            return any(has_nul(k) or has_nul(v) for k, v in value.items())
+        if isinstance(value, list | tuple):
+            return any(has_nul(v) for v in value)
+        return False
+
+    if any(has_nul(v) for v in values):
+        raise ConfigError(
+            "the config holds a NUL byte (\\u0000), which no process can receive: remove it"
+        )
+
+
 def check_model(model: str) -> str:
     """The model as it will be passed: ``~`` expanded; refused when it would read as an option.
 
@@ -184,7 +204,8 @@ def check_model(model: str) -> str:
     expanded here, once, so the path that is checked is the path that is passed.
 
     Raises:
-        ConfigError: for a model starting with ``-`` or holding a NUL/newline.
+        ConfigError: for a model starting with ``-`` (a NUL byte is refused with the rest
+            of the config, :class:`EngineConfig`).
     """
     if model.startswith("-"):
         raise ConfigError(
@@ -198,9 +219,10 @@ def check_model(model: str) -> str:
 
 def expansions(key: str) -> list[str]:
     """The vLLM flags that ``key`` abbreviates (empty for a full name or an unknown key)."""
-    if key in SERVE_OPTIONS:
+    flags = vllm_table().flag_names
+    if key in flags:
         return []
-    return sorted(o for o in SERVE_OPTIONS if o.startswith(key))
+    return sorted(o for o in flags if o.startswith(key))
 
 
 def check_engine_key(key: str) -> None:
@@ -253,10 +275,10 @@ def parse_value(text: str) -> EngineValue:
         return low == "true"
     if stripped.startswith(("{", "[")):
         try:
-            return json.loads(stripped)
-        except json.JSONDecodeError as exc:
+            return json_loads(stripped, what="value")
+        except ValueError as exc:
             raise ConfigError(
-                f"value {text!r} looks like JSON but is not valid: {exc.msg}"
+                f"value {text[:80]!r} looks like JSON but is not valid: {getattr(exc, 'msg', exc)}"
             ) from None
     try:
         return int(stripped)

@@ -32,6 +32,9 @@ from typing import Any
 
 import tomli_w
 
+from tests.support.policy_corpus import Setting
+from tests.support.policy_corpus import corpus as policy_corpus
+
 INJECT = "$(touch PWNED)`touch PWNED`;touch PWNED"
 CANARY = "hf_CANARY_do_not_write_7c1e"
 
@@ -224,7 +227,7 @@ def corpus() -> list[Case]:
         Case("model-trust-remote-code", document(model="--trust-remote-code"), True, "./"),
         Case("model-O0", document(model="-O0"), True, "starts with '-'"),
         Case("lone-double-dash", document(engine={"served-model-name": "--"}), True, "'--'"),
-        # Code-loading engine arguments need --allow-code (tuner/export/engine_policy.py).
+        # Code-loading engine arguments need --allow-code (tuner/policy/engine_args.py).
         *[
             Case(f"code-{key}", document(engine={key: value}), True, key)
             for key, value in (
@@ -289,8 +292,17 @@ def corpus() -> list[Case]:
             True,
             "128 KiB",
         ),
+        # Issue 26: every setting of the one policy corpus, as a shared preset.
+        *[Case(f"policy-{s.name}", _policy_document(s), True, s.mentions) for s in policy_corpus()],
     ]
     return cases
+
+
+def _policy_document(setting: Setting) -> bytes:
+    env: dict[str, str] = {}
+    engine: dict[str, Any] = {}
+    setting.apply(env, engine)
+    return document(env=env, engine=engine)
 
 
 # ---------------------------------------------------------------------------------------------

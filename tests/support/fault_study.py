@@ -37,6 +37,7 @@ def done_points(store: object, study: str) -> dict[int, str]:
 
 
 async def run(db: str, study: str, points: int, token_ms: float = 1.0) -> int:
+    from tuner import policy
     from tuner.bench.workload import Workload
     from tuner.config import EngineConfig
     from tuner.rules import Target
@@ -45,6 +46,9 @@ async def run(db: str, study: str, points: int, token_ms: float = 1.0) -> int:
     from tuner.trials.model import Trial, TrialStatus
     from tuner.trials.store import TrialStore
 
+    # The double's speed knob is a variable tunelab does not know: consent to it, as a user
+    # would with --allow-env DOUBLE_TOKEN_MS.
+    policy.grant(policy.Consent(env=frozenset({"DOUBLE_TOKEN_MS"})))
     store = TrialStore(db)
     for trial in store.recover():
         print(f"RECOVERED {trial.id}", flush=True)

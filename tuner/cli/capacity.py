@@ -30,6 +30,7 @@ from tuner.lab import config as lab_config
 from tuner.studies.capacity import CapacityAB, CapacityError, Grid
 from tuner.studies.capacity_run import run_capacity, run_capacity_ab
 from tuner.studies.capacity_sweep import CapacitySweep, run_capacity_sweep
+from tuner.studies.limits import MAX_LAUNCHES, MAX_PROBES
 from tuner.studies.slo import SLOError, parse_slo
 from tuner.studies.space import Param, SpaceError, parse_param
 
@@ -52,12 +53,18 @@ ByOpt = Annotated[
     typer.Option("--by", help="The load to raise: concurrency (users) or rate (requests/s)."),
 ]
 LaunchesOpt = Annotated[
-    int, typer.Option("--launches", min=1, help="Engine launches (3+ for an interval).")
+    int,
+    typer.Option(
+        "--launches", min=1, max=MAX_LAUNCHES, help="Engine launches (3+ for an interval)."
+    ),
 ]
 ProbesOpt = Annotated[
     int,
     typer.Option(
-        "--probes", min=2, help="Measured loads per launch (search, then boundary re-runs)."
+        "--probes",
+        min=2,
+        max=MAX_PROBES,
+        help="Measured loads per launch (search, then boundary re-runs).",
     ),
 ]
 StartOpt = Annotated[
@@ -128,6 +135,7 @@ def capacity_command(
     step: StepOpt = None,
     preset: opt.PresetOpt = None,
     allow_code: opt.AllowCodeOpt = False,
+    allow_env: opt.AllowEnvOpt = None,
     set_items: opt.SetOpt = None,
     b_set: BSetOpt = None,
     b_preset: BPresetOpt = None,
@@ -146,9 +154,11 @@ def capacity_command(
     as_json: opt.JsonOpt = False,
 ) -> None:
     """Capacity under an SLO: the largest concurrency (or rate) meeting it, over N launches."""
+    opt.grant_consent(allow_code, allow_env)
     try:
         target = parse_slo(slo)
         grid = lab_capacity.grid(by, start=start, limit=limit, step=step)
+        lab_capacity.check_plan(grid, launches=launches, probes=probes)
     except (SLOError, CapacityError) as exc:
         raise opt.usage_error("capacity", _with_fix(exc)) from None
     # The SLO's goodput bounds on each request come from the one owner the TUI uses too.
@@ -163,13 +173,18 @@ def capacity_command(
         ),
         target,
     )
-    config = opt.make_config("capacity", preset, model, set_items, allow_code=allow_code)
+    config = opt.make_config("capacity", preset, model, set_items)
     other = None
     if sweep is not None and (b_set or b_preset):
         raise opt.usage_error("capacity", "--sweep and --b-set/--b-preset: choose one")
     if b_set or b_preset:
-        other = _arm_b(b_preset or preset, model, set_items, b_set or [], allow_code)
+        other = _arm_b(b_preset or preset, model, set_items, b_set or [])
     swept = _sweep_param(sweep) if sweep is not None else None
+    if swept is not None:
+        try:
+            lab_config.enforce_params(config, [swept])
+        except lab_config.ConfigInputError as exc:
+            raise opt.user_error("capacity", exc) from None
     plan = _Plan(config, other, swept, base, target, grid, launches, probes, study, confidence)
     _finish(_run(plan, store_path, startup_timeout, verbose, as_json), as_json)
 
@@ -179,12 +194,11 @@ def _arm_b(
     model: str | None,
     set_items: list[str] | None,
     b_set: list[str],
-    allow_code: bool,
 ) -> EngineConfig:
     """Arm B: its preset (or A's) with the shared --set items, then the --b-set items on top."""
-    config = opt.make_config("capacity", preset, model, set_items, allow_code=allow_code)
+    config = opt.make_config("capacity", preset, model, set_items)
     try:
-        return lab_config.apply_items(config, b_set, allow_code=allow_code)
+        return lab_config.apply_items(config, b_set)
     except lab_config.ConfigInputError as exc:
         raise opt.usage_error("capacity", f"--b-set: {exc}") from None
 

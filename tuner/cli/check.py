@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
 from tuner.cli import check_options as co
+from tuner.cli.consent_options import grant_consent
+from tuner.cli.safe_text import clean
+from tuner.cli.safe_text import markup as escape
 from tuner.knobs.gpus import GpuNameError, lookup
 from tuner.knobs.versions import parse_version
 from tuner.lab import config as lab_config
@@ -40,8 +42,11 @@ def register(app: typer.Typer) -> None:
 
 
 def fail(message: str) -> typer.Exit:
-    """Prints a usage error to stderr and returns the exit (status 2) to raise."""
-    typer.echo(f"tunelab check: {message}", err=True)
+    """Prints a usage error to stderr and returns the exit (status 2) to raise.
+
+    The message may quote foreign text (a model path, a config.json value): cleaned.
+    """
+    typer.echo(f"tunelab check: {clean(message)}", err=True)
     return typer.Exit(2)
 
 
@@ -61,12 +66,14 @@ def check_command(
     offline: co.OfflineOpt = False,
     as_json: co.JsonOpt = False,
     allow_code: co.AllowCodeOpt = False,
+    allow_env: co.AllowEnvOpt = None,
 ) -> None:
     """Check a config against the rules for its target; exit 1 on errors, 2 on bad input."""
+    grant_consent(allow_code, allow_env)
     _check_version(vllm_version)
     spec = _gpu(gpu)
-    loaded = _load_preset(preset, allow_code) if preset else None
-    config = _build_config(loaded, model, set_items or [], allow_code)
+    loaded = _load_preset(preset) if preset else None
+    config = _build_config(loaded, model, set_items or [])
     plat = platform.value if platform else (spec.platform if spec else None)
     target, notes = _target(loaded, vllm_version, plat, gpus, vram_gib)
     target = target.with_gpu(spec, gpus=gpus, vram_gib=vram_gib)
@@ -79,7 +86,7 @@ def check_command(
     findings = check(config, info, target, workload)
     if as_json:
         for note in notes:
-            typer.echo(f"note: {note}", err=True)
+            typer.echo(f"note: {clean(note)}", err=True)
         typer.echo(json.dumps([f.to_dict() for f in findings], indent=1))
     else:
         _print(findings, config, info, target, notes)
@@ -109,22 +116,20 @@ def _gpu(name: str | None) -> GpuSpec | None:
         raise fail(str(exc)) from None
 
 
-def _load_preset(path: str, allow_code: bool) -> Any:
+def _load_preset(path: str) -> Any:
     try:
-        loaded = lab_config.load(path, allow_code=allow_code)
+        loaded = lab_config.load(path)
     except lab_config.ConfigInputError as exc:
         raise fail(str(exc)) from None
     if loaded.note:
-        typer.echo(f"note: {loaded.note}", err=True)
+        typer.echo(f"note: {clean(loaded.note)}", err=True)
     return loaded.preset
 
 
-def _build_config(
-    loaded: Any, model: str | None, items: list[str], allow_code: bool = False
-) -> EngineConfig:
+def _build_config(loaded: Any, model: str | None, items: list[str]) -> EngineConfig:
     """The config to check: tuner.lab.config's one assembly (no preset, no model: empty model)."""
     try:
-        return lab_config.build_config(loaded, model, items, allow_code=allow_code)
+        return lab_config.build_config(loaded, model, items)
     except lab_config.ConfigInputError as exc:
         raise fail(str(exc)) from None
 
@@ -145,7 +150,7 @@ def _model(name: str, *, from_preset: bool, offline: bool) -> tuple[ModelInfo | 
     except ModelError as exc:
         if from_preset:
             return None, f"model not analyzed ({exc}); model-specific rules were skipped"
-        raise fail(str(exc)) from None
+        raise fail(f"{exc}\n  fix: {exc.fix}" if exc.fix else str(exc)) from None
 
 
 def _workload(
@@ -164,6 +169,21 @@ _STYLE = {"error": "bold red", "warning": "yellow", "advice": "cyan"}
 _TITLE = {"error": "Errors", "warning": "Warnings", "advice": "Advice"}
 
 
+def _target_line(target: Target) -> str:
+    """``Target: vLLM 0.32 on rocm, 8 GPUs x 192 GiB MI300X (gfx942) (given)``, escaped."""
+    plat = escape(target.platform or "unknown platform")
+    vram = f" x {target.vram_gib:g} GiB" if target.vram_gib else ""
+    if target.gpu_name:
+        part = f", {target.partition}" if target.partition else ""
+        vram += f" {escape(target.gpu_name)} ({escape(f'{target.gpu_arch}{part}')})"
+    how = escape("introspected" if target.introspected else (target.note or "given"))
+    version = escape(target.vllm_version or "(version unknown)")
+    return (
+        f"[bold]Target:[/] vLLM {version} on {plat}, "
+        f"{target.gpus} GPU{'s' if target.gpus != 1 else ''}{vram} ({how})"
+    )
+
+
 def _print(
     findings: list[Finding],
     config: EngineConfig,
@@ -171,21 +191,20 @@ def _print(
     target: Target,
     notes: list[str],
 ) -> None:
+    """Prints the findings for a person; every foreign text escaped (tuner.cli.safe_text).
 
+    The target comes from a preset or flags, the model facts from a config.json:
+    a ``[/]`` there would end a style never opened (MarkupError, output lost),
+    a ``[link=...]`` would become a link, an escape sequence would reach the
+    terminal. All of it goes through :func:`escape` (safe_text.markup).
+    """
     console = Console(highlight=False)
-    plat = target.platform or "unknown platform"
-    vram = f" x {target.vram_gib:g} GiB" if target.vram_gib else ""
-    if target.gpu_name:
-        vram += f" {target.gpu_name} ({target.gpu_arch}{', ' + target.partition if target.partition else ''})"
-    how = "introspected" if target.introspected else (target.note or "given")
-    console.print(
-        f"[bold]Target:[/] vLLM {target.vllm_version or '(version unknown)'} on {plat}, "
-        f"{target.gpus} GPU{'s' if target.gpus != 1 else ''}{vram} ({how})"
-    )
+    console.print(_target_line(target))
     if info is not None:
         moe = f", MoE {info.moe.num_experts}x{info.moe.experts_per_token}" if info.moe else ""
         console.print(
-            f"[bold]Model:[/] {escape(info.short_name)}: {info.architecture}, {info.attention}{moe}, "
+            f"[bold]Model:[/] {escape(info.short_name)}: {escape(info.architecture)}, "
+            f"{escape(info.attention)}{moe}, "
             f"{info.param_count / 1e9:.2f} B params, {info.weight_bytes / 1024**3:.1f} GiB weights, "
             f"{info.kv_bytes_per_token():,} KV bytes/token"
         )

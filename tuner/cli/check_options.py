@@ -13,6 +13,9 @@ from typing import Annotated
 
 import typer
 
+from tuner.cli.consent_options import AllowCodeOpt as AllowCodeOpt
+from tuner.cli.consent_options import AllowEnvOpt as AllowEnvOpt
+
 
 class PlatformName(StrEnum):
     """Values of ``--platform`` (of ``check``, ``knobs`` and ``presets check``)."""
@@ -75,11 +78,3 @@ OfflineOpt = Annotated[
     typer.Option("--offline", help="Never ask the Hugging Face hub (local files and cache only)."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the findings as a JSON array.")]
-AllowCodeOpt = Annotated[
-    bool,
-    typer.Option(
-        "--allow-code",
-        help="Accept engine arguments that load or run code (trust-remote-code, "
-        "tool-parser-plugin, ...): only for presets you trust.",
-    ),
-]

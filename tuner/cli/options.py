@@ -22,6 +22,9 @@ from typing import Annotated, Any
 import typer
 
 from tuner.bench.workload import Workload, WorkloadError
+from tuner.cli.consent_options import AllowCodeOpt as AllowCodeOpt
+from tuner.cli.consent_options import AllowEnvOpt as AllowEnvOpt
+from tuner.cli.consent_options import grant_consent as grant_consent
 from tuner.config import EngineConfig
 from tuner.errors import TunelabError
 from tuner.guard.settings import DEFAULT_GUARD_TOKENS, MAX_GUARD_TOKENS, GuardSettings
@@ -29,6 +32,7 @@ from tuner.introspect import IntrospectError, introspect
 from tuner.lab import config as lab_config
 from tuner.lab.run import guard_settings
 from tuner.lab.workload import BY_NAME, WorkloadField, workload_from_texts
+from tuner.studies.limits import MAX_STARTUP_TIMEOUT_S
 from tuner.trials.store import StoreError, TrialStore
 
 
@@ -49,14 +53,7 @@ PresetOpt = Annotated[
         "name of a shipped/user preset (`tunelab presets list`).",
     ),
 ]
-AllowCodeOpt = Annotated[
-    bool,
-    typer.Option(
-        "--allow-code",
-        help="Accept preset engine arguments that load or run code (trust-remote-code, "
-        "tool-parser-plugin, ...): only for presets you trust.",
-    ),
-]
+# --allow-code/--allow-env live in a module of their own: light commands (jobs) take them too.
 SetOpt = Annotated[
     list[str] | None,
     typer.Option("--set", help="KEY=VALUE knob value (repeatable), e.g. --set max-num-seqs=32."),
@@ -91,7 +88,10 @@ StoreOpt = Annotated[
 StartupTimeoutOpt = Annotated[
     float,
     typer.Option(
-        "--startup-timeout", min=1.0, help="Seconds the engine may take to become healthy."
+        "--startup-timeout",
+        min=1.0,
+        max=MAX_STARTUP_TIMEOUT_S,
+        help="Seconds the engine may take to become healthy.",
     ),
 ]
 
@@ -179,7 +179,11 @@ def make_workload(
     seed: int = 0,
     slo: str | None = None,
 ) -> Workload:
-    """The workload from the shared options (tuner.lab.workload); exits with status 2 on a bad value."""
+    """The workload from the shared options (tuner.lab.workload).
+
+    A bad value (out of tuner.bench.workload's bounds too) exits with status 2,
+    the message naming the flag and the fix saying what to give.
+    """
     texts = {
         "input_len": str(input_len),
         "output_len": str(output_len),
@@ -191,7 +195,7 @@ def make_workload(
     try:
         return workload_from_texts(texts, warmup=warmup, seed=seed, by_flag=True)
     except WorkloadError as exc:
-        raise usage_error(command, str(exc)) from None
+        raise user_error(command, exc) from None
 
 
 @dataclass(frozen=True)
@@ -230,18 +234,17 @@ def make_config(
     preset: str | None,
     model: str | None,
     set_items: list[str] | None,
-    *,
-    allow_code: bool = False,
 ) -> EngineConfig:
     """The engine config: preset, else the demo config (no GPU) or ``--model``, then the --set values.
 
-    Built by :func:`tuner.lab.config.build_config`. Exits with status 2 when the
-    preset or a --set item is unusable, or when there is a GPU and no model was
+    Built by :func:`tuner.lab.config.build_config` under the consent the command granted
+    (:func:`grant_consent`). Exits with status 2 when the preset or a --set item is
+    unusable, when the policy refuses the config, or when there is a GPU and no model was
     named (no silent default on a GPU node).
     """
     if preset:
         try:
-            loaded = lab_config.load(preset, allow_code=allow_code)
+            loaded = lab_config.load(preset)
         except lab_config.ConfigInputError as exc:
             raise usage_error(command, str(exc)) from None
         if loaded.note:
@@ -258,11 +261,9 @@ def make_config(
         )
 
     try:
-        return lab_config.build_config(
-            source, model, set_items or [], default=default, allow_code=allow_code
-        )
+        return lab_config.build_config(source, model, set_items or [], default=default)
     except lab_config.ConfigInputError as exc:
-        raise usage_error(command, str(exc)) from None
+        raise user_error(command, exc) from None
 
 
 def open_store(command: str, path: str | None = None, *, recover: bool = True) -> TrialStore:

@@ -37,6 +37,7 @@ def register(app: typer.Typer) -> None:
 def run_command(
     preset: opt.PresetOpt = None,
     allow_code: opt.AllowCodeOpt = False,
+    allow_env: opt.AllowEnvOpt = None,
     set_items: opt.SetOpt = None,
     model: opt.ModelOpt = None,
     input_len: opt.InputLenOpt = opt.DEFAULT_INPUT_LEN,
@@ -65,6 +66,7 @@ def run_command(
     no_guard: opt.NoGuardOpt = False,
 ) -> None:
     """Run one trial: rules check, engine start, warm-up, measured run, stop; store the result."""
+    opt.grant_consent(allow_code, allow_env)
     wl = opt.WorkloadArgs(
         input_len, output_len, num_prompts, concurrency, request_rate, warmup, seed
     )
@@ -73,7 +75,7 @@ def run_command(
         validate_objective(objective)
     except ValueError as exc:
         raise opt.usage_error("run", str(exc)) from None
-    config = opt.make_config("run", preset, model, set_items, allow_code=allow_code)
+    config = opt.make_config("run", preset, model, set_items)
     guard = opt.GuardArgs(no_guard, guard_prompts, guard_tokens).settings("run")
     store = opt.open_store("run", store_path)
     trial = Trial(config=config, workload=workload, study=study, objective=objective)

@@ -68,12 +68,14 @@ from tuner.cli.study_output import (
 from tuner.cli.study_session import Session, emit, run_study, use_gpus
 from tuner.cli.study_winner import winner_command
 from tuner.lab import capacity as lab_capacity
+from tuner.lab import config as lab_config
 from tuner.lab.study import Study
 from tuner.studies.ab import ABError, run_ab
 from tuner.studies.capacity import CapacityError
 from tuner.studies.search import SearchError, objectives_for, run_search
 from tuner.studies.sequential import Spending
-from tuner.studies.space import Space, SpaceError, load_space, parse_param
+from tuner.studies.slo import SLOError, check_constraint
+from tuner.studies.space import WORKLOAD_KEYS, Space, SpaceError, load_space, parse_param
 from tuner.studies.sweep import SweepError, run_sweep
 
 if TYPE_CHECKING:
@@ -127,6 +129,7 @@ def ab_command(
     a_set: ASetOpt = None,
     b_set: BSetOpt = None,
     allow_code: opt.AllowCodeOpt = False,
+    allow_env: opt.AllowEnvOpt = None,
     a_preset: APresetOpt = None,
     b_preset: BPresetOpt = None,
     model: opt.ModelOpt = None,
@@ -158,6 +161,7 @@ def ab_command(
     report_only: ReportOnlyOpt = False,
 ) -> None:
     """A/B two configs: repeated, interleaved trials; per-metric interval and verdict."""
+    opt.grant_consent(allow_code, allow_env)
     if report_only:
         _print_stored_ab(study, store_path, as_json)
         return
@@ -168,7 +172,7 @@ def ab_command(
         input_len, output_len, num_prompts, concurrency, request_rate, warmup, seed
     )
     workload = wl.build("ab", goodput)
-    a, b = _ab_arms(a_preset, b_preset, model, a_set, b_set, allow_code)
+    a, b = _ab_arms(a_preset, b_preset, model, a_set, b_set)
     margin = parse_fraction("ab", "--equivalence", equivalence)
     if spending not in ("pocock", "obf", "front"):
         raise opt.usage_error("ab", f"--spending must be pocock, obf or front, not {spending!r}")
@@ -190,7 +194,6 @@ def _ab_arms(
     model: str | None,
     a_set: list[str] | None,
     b_set: list[str] | None,
-    allow_code: bool,
 ) -> tuple[EngineConfig, EngineConfig]:
     """The two arms' configs; refuses an A/B where neither arm was given anything."""
     if not (a_set or b_set or a_preset or b_preset):
@@ -199,8 +202,8 @@ def _ab_arms(
             "arms A and B are both the base config: give --a-set/--b-set or --a-preset/--b-preset "
             "(to measure the noise on purpose, give the same --a-set and --b-set)",
         )
-    a = opt.make_config("ab", a_preset, model, a_set, allow_code=allow_code)
-    b = opt.make_config("ab", b_preset, model, b_set, allow_code=allow_code)
+    a = opt.make_config("ab", a_preset, model, a_set)
+    b = opt.make_config("ab", b_preset, model, b_set)
     if a.config_id == b.config_id:
         typer.echo("note: A and B are the same config: this A/B measures the noise", err=True)
     return a, b
@@ -289,6 +292,7 @@ def sweep_command(
     descent: DescentOpt = None,
     preset: opt.PresetOpt = None,
     allow_code: opt.AllowCodeOpt = False,
+    allow_env: opt.AllowEnvOpt = None,
     set_items: opt.SetOpt = None,
     model: opt.ModelOpt = None,
     repeats: RepeatsOpt = 1,
@@ -313,13 +317,15 @@ def sweep_command(
     no_prune: NoPruneOpt = False,
 ) -> None:
     """Sweep one knob over values (rest fixed); --descent moves on knob by knob keeping the best."""
+    opt.grant_consent(allow_code, allow_env)
     params = _sweep_params(spec, descent)
     constraints, goodput = split_slo("sweep", slo)
     wl = opt.WorkloadArgs(
         input_len, output_len, num_prompts, concurrency, request_rate, warmup, seed
     )
     workload = wl.build("sweep", goodput)
-    base = opt.make_config("sweep", preset, model, set_items, allow_code=allow_code)
+    base = opt.make_config("sweep", preset, model, set_items)
+    _refuse_points("sweep", base, params)
     guard = opt.GuardArgs(no_guard, guard_prompts, guard_tokens).settings("sweep")
     session = Session("sweep", store_path, startup_timeout, verbose, guard)
     planned = sum(len(p.values()) for p in params) * repeats
@@ -344,6 +350,14 @@ def sweep_command(
     emit(report, as_json, lambda r: r.to_dict(), print_sweep)
     if report.best_trial is None:
         raise typer.Exit(1)
+
+
+def _refuse_points(command: str, base: EngineConfig, params: list[Param]) -> None:
+    """Exit 2 before any trial when the policy refuses a value the study would run."""
+    try:
+        lab_config.enforce_params(base, params)
+    except lab_config.ConfigInputError as exc:
+        raise opt.user_error(command, exc) from None
 
 
 def _sweep_params(spec: str, descent: list[str] | None) -> list[Param]:
@@ -372,6 +386,7 @@ def tune_command(
     seed: SamplerSeedOpt = None,
     preset: opt.PresetOpt = None,
     allow_code: opt.AllowCodeOpt = False,
+    allow_env: opt.AllowEnvOpt = None,
     set_items: opt.SetOpt = None,
     model: opt.ModelOpt = None,
     input_len: opt.InputLenOpt = opt.DEFAULT_INPUT_LEN,
@@ -393,13 +408,16 @@ def tune_command(
     no_prune: NoPruneOpt = False,
 ) -> None:
     """Search a space with Optuna under SLO constraints; resumable, and shareable between nodes."""
+    opt.grant_consent(allow_code, allow_env)
     constraints, goodput = split_slo("tune", slo)
     space = _tune_space(objective, latency_metric, space_file, param, constraints)
     wl = opt.WorkloadArgs(
         input_len, output_len, num_prompts, concurrency, request_rate, warmup, workload_seed
     )
     workload = wl.build("tune", goodput)
-    base = opt.make_config("tune", preset, model, set_items, allow_code=allow_code)
+    base = opt.make_config("tune", preset, model, set_items)
+    fixed = {k: v for k, v in space.fixed.items() if k not in WORKLOAD_KEYS}
+    _refuse_points("tune", base.with_values(fixed), space.params)
     guard = opt.GuardArgs(no_guard, guard_prompts, guard_tokens).settings("tune")
     session = Session("tune", store_path, startup_timeout, verbose, guard)
     if objective == CAPACITY:
@@ -501,6 +519,8 @@ def _tune_space(
         )
     try:
         space = load_space(space_file) if space_file else Space()
+        for bound in space.constraints:  # a file's bounds meet the checks --slo's do
+            check_constraint(bound)
         extra = [parse_param(p) for p in param or []]
         if objective == CAPACITY:  # the --slo bounds are the capacity's SLO, not constraints
             return Space([*space.params, *extra], list(space.constraints), dict(space.fixed))
@@ -508,6 +528,6 @@ def _tune_space(
             [*space.params, *extra], [*space.constraints, *constraints], dict(space.fixed)
         )
         objectives_for(objective, latency_metric)  # type: ignore[arg-type]
-    except (SpaceError, SearchError) as exc:
-        raise opt.usage_error("tune", str(exc)) from None
+    except (SpaceError, SearchError, SLOError) as exc:
+        raise opt.usage_error("tune", f"{exc} ({exc.fix})" if exc.fix else str(exc)) from None
     return space

@@ -15,6 +15,7 @@ from pathlib import Path
 from tuner.cli.study_output import print_ab
 from tuner.cli.study_session import Session, run_study
 from tuner.guard.settings import GuardSettings
+from tuner.lab import config as lab_config
 from tuner.lab import run as lab_run
 from tuner.lab.job_spec import read_spec
 from tuner.lab.study import Study
@@ -24,6 +25,8 @@ from tuner.studies.ab import ABError
 def run_spec(path: Path) -> None:
     """Runs the spec's A/B to its verdict; errors are the study commands' errors."""
     spec = read_spec(path)
+    for arm in (spec.a, spec.b):  # a spec file is input: its configs meet the policy first
+        lab_config.enforce_policy(arm)
     session = Session("ab", spec.store_path, spec.startup_timeout, False, GuardSettings())
     report = run_study(
         session,

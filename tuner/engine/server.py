@@ -21,6 +21,7 @@ from collections import deque
 from pathlib import Path
 from types import TracebackType
 
+from tuner import policy
 from tuner.bench.tls import verify_for
 from tuner.engine import logscan, proctree, running
 from tuner.engine.events import (
@@ -38,6 +39,7 @@ from tuner.engine.ipc_dir import IPC_ENV, make_ipc_dir, remove_ipc_dir
 from tuner.engine.ports import free_port
 from tuner.engine.spec import EngineSpec
 from tuner.errors import RunFailedError
+from tuner.redact import redact_argv
 
 PORT_RETRIES = 3
 _TAIL_LINES = 400
@@ -120,8 +122,18 @@ class Engine:
         await self.stop()
 
     async def start(self) -> None:
-        """Launches the server and returns once /health answers; raises EngineStartError."""
+        """Launches the server and returns once /health answers; raises EngineStartError.
+
+        The last gate of tunelab's policy (:mod:`tuner.policy`): a config the user did not
+        consent to (code-loading arguments, variables not known to be data, secrets) never
+        becomes a process, whichever face or study built it.
+        """
         self._loop = asyncio.get_running_loop()
+        refused = policy.violations(self.spec.config)
+        if refused:
+            reason = policy.PolicyError(refused).message
+            self._emit(EngineFailed(reason, ()))
+            raise EngineStartError(reason, [])
         self.spec.log_path.parent.mkdir(parents=True, exist_ok=True)
         attempts = PORT_RETRIES if self.spec.port is None else 1
         for attempt in range(1, attempts + 1):
@@ -164,7 +176,7 @@ class Engine:
         self.port = port
         self.url = f"http://{_url_host(spec.host)}:{port}"
         log = open(spec.log_path, "ab")  # noqa: SIM115 - closed by the reader thread
-        log.write(f"[tunelab] $ {' '.join(argv)}\n".encode())
+        log.write(f"[tunelab] $ {' '.join(redact_argv(argv))}\n".encode())
         log.flush()
         started = time.monotonic()
         env = spec.environment()

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
-import json
 from typing import Any
 
 import tuner.knobs as knobs
+from tuner.bounded import loads as json_loads
 from tuner.config import (
     ENGINE_KEY_RE,
     ENV_KEY_RE,
@@ -26,9 +26,14 @@ from tuner.config import (
     env_string,
     expansions,
 )
-from tuner.export.engine_policy import ALLOW_CODE_OPTION, code_loading
-from tuner.export.env_policy import check_env_name
 from tuner.export.errors import IssueCollector, describe
+from tuner.policy import ALLOW_CODE_OPTION, Consent, engine_args, env_vars
+from tuner.vllm_tables import table
+
+
+def _serve_flags() -> frozenset[str]:
+    """Every flag of the shipped vLLM table (``--no-`` forms included)."""
+    return table().flag_names
 
 
 def check_env_table(table: Any, out: IssueCollector, allow_env: frozenset[str]) -> dict[str, str]:
@@ -49,10 +54,6 @@ def check_env_table(table: Any, out: IssueCollector, allow_env: frozenset[str]) 
                 "use upper-case letters, digits and '_'",
             )
             continue
-        verdict = check_env_name(key, allow_env)
-        if not verdict.allowed:
-            out.error(path, verdict.reason, verdict.fix)
-            continue
         if isinstance(value, dict | list | dt.date | dt.time):
             out.error(
                 path,
@@ -61,9 +62,13 @@ def check_env_table(table: Any, out: IssueCollector, allow_env: frozenset[str]) 
             )
             continue
         text = env_string(value)
+        verdict = env_vars.check(key, text, Consent.of(env=allow_env))
+        if verdict is not None:
+            out.error(path, verdict.message, verdict.fix)
+            continue
         knob = knobs.get(key)
         if knob is None:
-            out.warn(path, f"{key} is not in the knob catalogue; it is passed through unchecked")
+            out.warn(path, f"{key} is not in the knob catalogue; it is passed to vLLM as written")
             env[key] = text
             continue
         try:
@@ -78,9 +83,9 @@ def check_env_table(table: Any, out: IssueCollector, allow_env: frozenset[str]) 
 def check_engine_table(table: Any, out: IssueCollector, allow_code: bool = False) -> dict[str, Any]:
     """Checks ``[engine]``: keys against the catalogue, values against each knob's type.
 
-    Arguments that load or run code (:mod:`tuner.export.engine_policy`) are
-    errors unless ``allow_code`` (the user's ``--allow-code``); then each is
-    still named in a warning. Secret-bearing arguments and abbreviations of
+    Arguments the policy refuses (:mod:`tuner.policy.engine_args`: code, or not
+    known to be data) are errors unless ``allow_code`` (the user's
+    ``--allow-code``); then each is still named in a warning. Secret-bearing arguments and abbreviations of
     vLLM's flags are always errors.
 
     Returns:
@@ -138,15 +143,27 @@ def _refuse_engine_key(
         fix = f"did you mean {full[0]}? write the full name" if full else "remove it"
         out.error(path, str(exc), fix)
         return True
-    code = code_loading(key, _json_value(value))
-    if code and not allow_code:
-        for item in code:
-            out.error(("engine", *item.key.split(".")), item.message(), item.fix())
+    if _typo(key, path, out):
         return True
-    for item in code:
-        out.warn(
-            ("engine", *item.key.split(".")), f"{item.message()}; allowed by {ALLOW_CODE_OPTION}"
-        )
+    refused = engine_args.check(key, value, Consent.of(code=allow_code))
+    for item in refused:
+        out.error(item.path, item.message, item.fix)
+    if refused:
+        return True
+    if allow_code:
+        for item in engine_args.check(key, value, Consent()):
+            out.warn(item.path, f"{item.message}; allowed by {ALLOW_CODE_OPTION}")
+    return False
+
+
+def _typo(key: str, path: tuple[str, ...], out: IssueCollector) -> bool:
+    """True (and an error) when ``key`` is no flag of vLLM's but a near miss of a catalogue key."""
+    if knobs.get(key) is not None or key in _serve_flags():
+        return False
+    close = difflib.get_close_matches(key, list(knobs.keys()), n=1, cutoff=0.85)
+    if close:
+        out.error(path, f"unknown engine argument {key!r}", f"did you mean {close[0]}?")
+        return True
     return False
 
 
@@ -158,10 +175,6 @@ def _uncatalogued_engine_value(
     vLLM has far more flags than the catalogue (served-model-name,
     trust-remote-code...), but a near miss of a catalogue key is almost surely a typo.
     """
-    close = difflib.get_close_matches(key, list(knobs.keys()), n=1, cutoff=0.85)
-    if close:
-        out.error(path, f"unknown engine argument {key!r}", f"did you mean {close[0]}?")
-        return False
     if isinstance(value, list) and any(isinstance(v, dict | list) for v in value):
         out.error(
             path, f"{key}: lists of tables are not engine arguments", "write a table or a flat list"
@@ -215,11 +228,11 @@ def _typed_engine_value(
     elif kind == "json":
         if isinstance(value, str):
             try:
-                value = json.loads(value)
-            except json.JSONDecodeError as exc:
+                value = json_loads(value, what=key)
+            except ValueError as exc:
                 out.error(
                     path,
-                    f"{key} is not valid JSON ({exc.msg})",
+                    f"{key} is not valid JSON ({getattr(exc, 'msg', exc)})",
                     f"write it as a TOML table: [engine.{key}]",
                 )
                 return None
@@ -239,16 +252,6 @@ def _typed_engine_value(
     if kind == "str":
         return value  # keep the exact text (coerce strips whitespace)
     return typed
-
-
-def _json_value(value: Any) -> Any:
-    """A JSON-object string as the object (so nested keys are checked), else ``value``."""
-    if isinstance(value, str) and value.lstrip().startswith(("{", "[")):
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError:
-            return value
-    return value
 
 
 def _text(value: Any) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 
 import tomli_w
 
+from tuner.bounded import InputTooLargeError, NotAFileError, read_bytes
 from tuner.config import EngineConfig
 from tuner.demo_model import demo_model_dir, ensure_demo_model
 from tuner.export.env_policy import split_secrets
@@ -257,13 +258,8 @@ def read_preset_text(path: str | Path) -> str:
     path = Path(path)
     source = str(path)
     try:
-        with path.open("rb") as fh:
-            data = fh.read(MAX_PRESET_BYTES + 1)
-    except OSError as exc:
-        raise PresetError(
-            source, [Issue("", f"cannot read the file ({exc.strerror or exc})", "check the path")]
-        ) from None
-    if len(data) > MAX_PRESET_BYTES:
+        data = read_bytes(path, max_bytes=MAX_PRESET_BYTES, what="preset")
+    except InputTooLargeError:
         raise PresetError(
             source,
             [
@@ -273,7 +269,13 @@ def read_preset_text(path: str | Path) -> str:
                     "check that this is a tunelab preset",
                 )
             ],
-        )
+        ) from None
+    except NotAFileError as exc:
+        raise PresetError(source, [Issue("", exc.message, exc.fix or "")]) from None
+    except OSError as exc:
+        raise PresetError(
+            source, [Issue("", f"cannot read the file ({exc.strerror or exc})", "check the path")]
+        ) from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

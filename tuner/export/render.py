@@ -16,10 +16,9 @@ from pathlib import Path
 
 from tuner.config import EngineConfig
 from tuner.export.docker import render_docker, target_summary
-from tuner.export.engine_policy import ALLOW_CODE_OPTION, code_loading_args
 from tuner.export.env_policy import split_secrets
 from tuner.export.errors import ExportError, PresetError
-from tuner.export.files import write_all
+from tuner.export.files import check_base_name, write_all
 from tuner.export.preset import (
     DEMO_MODEL_PLACEHOLDER,
     MAX_PRESET_BYTES,
@@ -32,6 +31,7 @@ from tuner.export.preset import (
 from tuner.export.quoting import QuotingError
 from tuner.export.script import header_lines, render_script
 from tuner.export.yaml_config import render_yaml
+from tuner.policy import Consent, violations
 
 FORMATS: dict[str, str] = {
     "toml": ".toml",
@@ -85,8 +85,10 @@ def render_texts(
 ) -> dict[str, str]:
     """Renders each format's text for ``preset`` (nothing written).
 
-    Arguments that load or run code are never exported silently: without
-    ``allow_code`` they stop the export, each one named.
+    What the policy refuses (:mod:`tuner.policy`: code-loading arguments, variables
+    not known to be data, secrets inside JSON values) is never exported silently:
+    without the user's consent it stops the export, each one named. Secret
+    variables are left out of every file instead (the shell supplies them).
 
     Raises:
         ExportError: when the preset cannot be exported faithfully (a value
@@ -94,12 +96,15 @@ def render_texts(
             TOML that would not read back as the same config).
     """
     config = preset.config
-    code = code_loading_args(config.engine)
-    if code and not allow_code:
-        names = "; ".join(c.message() for c in code)
+    consent = Consent.of(code=allow_code, env=allow_env)
+    refused = [
+        v for v in violations(config, consent) if not (v.kind == "secret" and v.table == "env")
+    ]
+    if refused:
+        names = "; ".join(v.message for v in refused)
         raise ExportError(
-            f"{preset.name}: refusing to export engine arguments that load code ({names}); "
-            f"pass {ALLOW_CODE_OPTION} if you trust them and want them in the exported files"
+            f"{preset.name}: refusing to export what tunelab's policy refuses ({names})",
+            fix=refused[0].fix,
         )
     _check_sizes(config)
     header = header_lines(
@@ -211,6 +216,7 @@ def export(
     """
     preset = as_preset(source, name)
     base = safe_name(name or preset.name)
+    check_base_name(base, FORMATS)  # prod.docker.sh is prod's docker script: refused
     texts = render_texts(preset, formats, allow_env=allow_env, allow_code=allow_code)
     directory = Path(out_dir)
     try:

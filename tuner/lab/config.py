@@ -7,14 +7,15 @@ met the engine-argument policy). The rule: the preset's config, else the named
 model, else the caller's default (the demo config on a machine without a GPU);
 a model replaces the preset's model and keeps its knobs; then the items are
 applied — catalogue knobs coerced by the catalogue, ROCR_VISIBLE_DEVICES passed
-through as text, secret-bearing arguments refused, code-loading arguments only
-with ``allow_code`` (the same policy as an imported preset,
-``tuner.export.engine_policy``).
+through as text — and the whole config meets the one policy on what a config may
+make an engine do (:mod:`tuner.policy`: plain data only; code and unknown
+variables only with the user's consent), the same check an imported preset and
+the trial runner apply.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,16 +31,13 @@ from tuner.config import (
 from tuner.cpu_demo import DEMO_MODEL_ALIAS, demo_config, resolve_model
 from tuner.errors import TunelabError
 from tuner.export.catalog import open_preset
-from tuner.export.engine_policy import ALLOW_CODE_OPTION, code_loading
 from tuner.export.errors import PresetError
 from tuner.export.preset import Preset
+from tuner.knobs import get as knob_for
 from tuner.knobs import parse_assignments
-from tuner.redact import is_secret_engine_arg
-
-# ROCR_VISIBLE_DEVICES is read by the ROCm runtime, not by vLLM, and is no catalogue
-# knob; --set still takes it so the rules can see it (CUDA_ and HIP_VISIBLE_DEVICES
-# are catalogue knobs).
-PASSTHROUGH_ENV = frozenset({"ROCR_VISIBLE_DEVICES"})
+from tuner.policy import Consent, PolicyError, enforce, engine_args, granted
+from tuner.studies.space import Param
+from tuner.vllm_tables import table as vllm_table
 
 
 class ConfigInputError(TunelabError, ValueError):
@@ -54,10 +52,15 @@ class LoadedPreset:
     note: str = ""
 
 
-def load(preset: str | Path, *, allow_code: bool = False) -> LoadedPreset:
-    """The preset by name or path, or :class:`ConfigInputError` saying what is wrong with it."""
+def load(preset: str | Path, *, consent: Consent | None = None) -> LoadedPreset:
+    """The preset by name or path, or :class:`ConfigInputError` saying what is wrong with it.
+
+    ``consent`` (default: this process's, :func:`tuner.policy.granted`) decides which
+    code-loading arguments and unknown variables the preset may carry.
+    """
+    allowed = granted() if consent is None else consent
     try:
-        found, note = open_preset(str(preset), allow_code=allow_code)
+        found, note = open_preset(str(preset), allow_env=allowed.env, allow_code=allowed.code)
     except (PresetError, ConfigError) as exc:
         raise ConfigInputError(str(exc)) from None
     return LoadedPreset(found, note)
@@ -74,36 +77,86 @@ def with_model(config: EngineConfig, model: str) -> EngineConfig:
 
 
 def apply_items(
-    config: EngineConfig, items: Sequence[str], *, allow_code: bool = False
+    config: EngineConfig, items: Sequence[str], *, consent: Consent | None = None
 ) -> EngineConfig:
     """``config`` with the ``KEY=VALUE`` items applied.
 
+    Catalogue knobs are coerced by the catalogue. Any other environment variable, and any
+    other argument of ``vllm serve`` (``kv-transfer-config``, ``seed`` ...), passes as
+    written (parsed like JSON where it is JSON) and the policy decides, so ``--set`` takes
+    exactly what a preset may carry; a key that is neither is an unknown knob, with the
+    nearest names.
+
     Raises:
-        ConfigInputError: an unknown knob, a bad value, a secret-bearing argument, or a
-            code-loading argument without ``allow_code``.
+        ConfigInputError: an unknown knob, a bad value, a secret-bearing argument, or what
+            the policy refuses under ``consent`` (default: this process's).
     """
+    allowed = granted() if consent is None else consent
     passthrough: dict[str, EngineValue] = {}
     knob_items: list[str] = []
     try:
         for item in items:
             key, value = split_assignment(item)
-            if not is_env_key(key) and is_secret_engine_arg(key):
-                check_engine_key(key)  # refused with where the secret belongs
-            code = code_loading(key, parse_value(value))
-            if code and not allow_code:
-                raise ConfigInputError(
-                    "; ".join(c.message() for c in code)
-                    + f". Pass {ALLOW_CODE_OPTION} if you trust it"
-                )
-            if key in PASSTHROUGH_ENV:
+            if is_env_key(key) and knob_for(key) is None:
                 passthrough[key] = value
-            elif code:
+            elif not is_env_key(key) and knob_for(key) is None and _is_vllm_argument(key):
+                check_engine_key(key)  # secrets refused with where they belong
                 passthrough[key] = parse_value(value)
             else:
                 knob_items.append(item)
-        return config.with_values({**parse_assignments(knob_items), **passthrough})
+        applied = config.with_values({**parse_assignments(knob_items), **passthrough})
     except ConfigError as exc:
         raise ConfigInputError(str(exc)) from None
+    _enforce(applied, allowed)
+    return applied
+
+
+def _is_vllm_argument(key: str) -> bool:
+    """True for a flag of ``vllm serve`` (the release's table) or a known code loader."""
+    return key in vllm_table().flag_names or key in engine_args.CODE_LOADING_ARGS
+
+
+def enforce_policy(config: EngineConfig, consent: Consent | None = None) -> None:
+    """Refuses, before any work, a config the policy refuses (a stored trial's, a job spec's).
+
+    Raises:
+        ConfigInputError: what the policy refuses under ``consent`` (default: this process's),
+            with the fix.
+    """
+    _enforce(config, granted() if consent is None else consent)
+
+
+def enforce_params(
+    base: EngineConfig, params: Iterable[Param], consent: Consent | None = None
+) -> None:
+    """Refuses, before any trial, a sweep or search whose values the policy refuses.
+
+    Every listed value (a range's bounds) is applied to ``base`` and checked, so
+    ``--param LD_PRELOAD=/a.so,/b.so`` stops here with the policy's message instead of
+    skipping trial after trial; the trial runner still checks each point it runs.
+
+    Raises:
+        ConfigInputError: the first refused value, with the fix.
+    """
+    allowed = granted() if consent is None else consent
+    for param in params:
+        if param.is_workload:
+            continue
+        values = param.choices if param.kind == "categorical" else (param.low, param.high)
+        for value in values:
+            try:
+                point = base.with_values({param.key: value})
+            except ConfigError as exc:
+                raise ConfigInputError(str(exc)) from None
+            _enforce(point, allowed)
+
+
+def _enforce(config: EngineConfig, consent: Consent) -> None:
+    """The policy's refusals as the faces' input error (nothing has run)."""
+    try:
+        enforce(config, consent)
+    except PolicyError as exc:
+        raise ConfigInputError(exc.message, fix=exc.fix) from None
 
 
 def build_config(
@@ -112,7 +165,7 @@ def build_config(
     items: Sequence[str] = (),
     *,
     default: Callable[[], EngineConfig] | None = None,
-    allow_code: bool = False,
+    consent: Consent | None = None,
 ) -> EngineConfig:
     """The engine config the faces run or check.
 
@@ -123,15 +176,15 @@ def build_config(
         items: ``KEY=VALUE`` knob values applied last.
         default: Makes the config when neither a preset nor a model is given; None
             means an empty model (``tunelab check`` then skips the model rules).
-        allow_code: Accept code-loading engine arguments (preset and items).
+        consent: What the user allowed beyond plain data (default: this process's,
+            :func:`tuner.policy.granted`); the built config must meet the policy under it.
 
     Raises:
-        ConfigInputError: an unusable preset, model or item; nothing was run.
+        ConfigInputError: an unusable preset, model or item, or a config the policy
+            refuses; nothing was run.
     """
     if preset is not None:
-        loaded = (
-            preset if isinstance(preset, Preset) else load(preset, allow_code=allow_code).preset
-        )
+        loaded = preset if isinstance(preset, Preset) else load(preset, consent=consent).preset
         base = loaded.config if not model else with_model(loaded.config, model)
     elif model == DEMO_MODEL_ALIAS:
         base = demo_config()
@@ -141,4 +194,4 @@ def build_config(
         base = default()
     else:
         base = EngineConfig(model="")
-    return apply_items(base, items, allow_code=allow_code)
+    return apply_items(base, items, consent=consent)

@@ -2,7 +2,7 @@
 
 ``check(config, model, target, workload)`` runs every registered rule (one
 module per theme: AITER, attention, CUDA graphs, quantization, batching,
-memory, parallelism, environment) and returns findings sorted errors first.
+memory, parallelism, environment, and the policy's refusals) and returns findings sorted errors first.
 A rule that crashes becomes an internal warning finding, so a bug in one rule
 can never block a run or hide the others. Sources come back with reference
 documents named by title (:func:`tuner.knobs.references.cite`).
@@ -26,6 +26,7 @@ from tuner.rules import (
     hardware,
     memory,
     parallel,
+    policy,
     quantization,
     serving,
 )
@@ -41,6 +42,7 @@ _THEMES = (
     hardware,
     memory,
     parallel,
+    policy,
     quantization,
     serving,
 )

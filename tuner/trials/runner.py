@@ -28,6 +28,7 @@ from tuner.engine import Engine, EngineSpec, EngineStartError, effective, logsca
 from tuner.engine.spec import resolve_entry
 from tuner.guard import GuardSettings
 from tuner.rules import blocking
+from tuner.rules.policy import RULE_ID as POLICY_RULE
 from tuner.trials.context import RunContext, check_trial, mismatch_findings, resolve_context
 from tuner.trials.events import TrialEventCallback, TrialQueued, TrialSkipped, TrialStage
 from tuner.trials.model import Trial, TrialStatus
@@ -254,10 +255,15 @@ def _apply_rules(
         trial.timings["rules_s"] = time.monotonic() - t0
         errors = tuple(blocking(trial.findings))
         if errors:
+            refused = [f for f in errors if f.rule == POLICY_RULE]
             store.update_status(
                 trial,
                 TrialStatus.SKIPPED,
-                failure_reason="the rules found errors; no engine was started",
+                failure_reason=(
+                    f"refused by tunelab's policy, no engine was started: {refused[0].message}"
+                    if refused
+                    else "the rules found errors; no engine was started"
+                ),
             )
             session.emit(TrialSkipped(trial, errors))
         else:
