@@ -54,7 +54,7 @@ async def test_jobs_view_lists_and_follows_a_detached_job() -> None:
             with ServiceClient() as client:
                 core = client.job(job["id"])
             assert table.get_row(job["id"])[1] == view.state_text(core)
-            assert table.get_row(job["id"])[3] == core["title"] == "tunelab knobs"
+            assert str(table.get_row(job["id"])[3]) == core["title"] == "tunelab knobs"
             await pilot.press("enter")
             log = screen.query_one("#jobs-log", RichLog)
             await wait_for(pilot, lambda: len(log.lines) > 3, 30, "the job's output")

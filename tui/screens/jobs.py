@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, RichLog, Static
 
+from tuner.foreign_text import clean, one_line
 from tuner.service import view
 
 
@@ -73,10 +75,10 @@ class JobsView(Screen[None]):
         table.clear()
         for job in jobs:
             table.add_row(
-                job["id"],
+                Text(one_line(job["id"])),
                 view.state_text(job),
                 view.age(view.elapsed(job)),
-                job["title"],
+                Text(one_line(job["title"])),  # a command line: plain text, never markup
                 key=job["id"],
             )
         if jobs:
@@ -91,7 +93,7 @@ class JobsView(Screen[None]):
 
     def show_log(self, text: str, offset: int) -> None:
         if text:
-            self.query_one("#jobs-log", RichLog).write(text.rstrip("\n"))
+            self.query_one("#jobs-log", RichLog).write(Text(clean(text.rstrip("\n"))))
         self.log_offset = offset
 
     def _selected(self) -> str | None:

@@ -5,6 +5,10 @@ per-user study service (tuner.service) and returns; the study goes on if
 the SSH session drops. ``tunelab jobs`` lists the jobs, ``follow`` shows one's
 output as it runs (Ctrl-C stops following, not the job), ``log`` prints it,
 ``stop`` ends it the way Ctrl-C ends a foreground command.
+
+What a job wrote (its log) and what the service says about it (titles,
+notes) is printed through :func:`tuner.cli.safe_text.clean`: a job's output
+may quote hostile text, and it must not reach the terminal as escape sequences.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from typing import Annotated, Any
 
 import typer
 
+from tuner.cli.consent_options import AllowCodeOpt, AllowEnvOpt, grant_consent
+from tuner.cli.safe_text import clean
 from tuner.service.client import ServiceClient
 from tuner.service.view import job_line
 
@@ -62,16 +68,22 @@ def jobs_start(
         raise typer.BadParameter(f"`{args[0]}` cannot run as a job; give a study or run command")
     with ServiceClient() as client:
         job = client.submit(args)
-        typer.echo(f"job {job['id']} {job['state']}: {job['title']}")
+        typer.echo(clean(f"job {job['id']} {job['state']}: {job['title']}"))
         if not follow:
-            typer.echo(f"follow it with `tunelab jobs follow {job['id']}`")
+            typer.echo(clean(f"follow it with `tunelab jobs follow {job['id']}`"))
             return
         _follow(client, job["id"])
 
 
+def _write(text: str) -> None:
+    """A piece of a job's log, without escape sequences, at once (it is being followed)."""
+    sys.stdout.write(clean(text))
+    sys.stdout.flush()
+
+
 def _follow(client: Any, job_id: str) -> None:
     try:
-        job = client.follow(job_id, lambda text: (sys.stdout.write(text), sys.stdout.flush()))
+        job = client.follow(job_id, _write)
     except KeyboardInterrupt:
         typer.echo(f"\nstopped following; job {job_id} goes on (`tunelab jobs stop {job_id}`)")
         raise typer.Exit(130) from None
@@ -94,7 +106,7 @@ def jobs_log(job_id: Annotated[str, typer.Argument(help="Job id or a unique pref
         offset = 0
         while True:
             chunk = client.log(job_id, offset)
-            sys.stdout.write(chunk.text)
+            sys.stdout.write(clean(chunk.text))
             if chunk.next_offset == offset:
                 break
             offset = chunk.next_offset
@@ -111,9 +123,12 @@ def jobs_stop(job_id: Annotated[str, typer.Argument(help="Job id or a unique pre
 @jobs_app.command("run-spec", hidden=True)
 def jobs_run_spec(
     spec: Annotated[Path, typer.Argument(help="A study spec the TUI wrote (tuner.lab.job_spec).")],
+    allow_code: AllowCodeOpt = False,
+    allow_env: AllowEnvOpt = None,
 ) -> None:
     """Run a study the TUI handed to the service (its `a`), as the TUI would run it."""
     # Deferred: the study stack loads only in the job that runs it.
     from tuner.cli.tui_job import run_spec
 
+    grant_consent(allow_code, allow_env)  # from this command line, never from the file
     run_spec(spec)

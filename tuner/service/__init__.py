@@ -11,6 +11,9 @@ that survives a restart of the service, and serves that table and the logs to
 any client over a Unix socket (mode 0600) in the user's runtime directory.
 
 The protocol is plain HTTP over the Unix socket: uvicorn and Starlette serve
-it, httpx (already the benchmark client's library) speaks it; nothing here
-invents a wire format.
+it, the standard library's ``http.client`` speaks it; nothing here invents a
+wire format. Only the user reaches it: the socket's directory is proven
+private (:mod:`tuner.service.paths`) and both ends check the other's user id
+on the connected socket (:mod:`tuner.service.peer`); docs/reliability.md
+states the whole threat model.
 """

@@ -1,36 +1,51 @@
 """Talking to the study service, and starting it when nobody answers.
 
-Every client (``tunelab jobs``, later the TUI) goes through
-:class:`ServiceClient`: httpx over the Unix socket. The first request that
-finds no service starts one (``python -m tuner.service.server`` in its own
-session, output to ``jobs/service.log``) and waits for its socket; two
-clients doing that at once are fine, the service's lock lets one win.
+Every client (``tunelab jobs``, the TUI) goes through :class:`ServiceClient`.
+The first request that finds no service starts one (``python -m
+tuner.service.server`` in its own session, output to ``jobs/service.log``)
+and waits for its socket; two clients doing that at once are fine, the
+service's lock lets one win.
+
+The first request a client sends carries its whole environment, tokens
+included. So each request goes over a fresh connection whose peer the kernel
+has named before a byte is sent (:func:`tuner.service.peer.check_server`):
+a socket served by another user is refused with a message, whatever the
+directory checks said. The HTTP is the standard library's ``http.client`` on
+a Unix socket connected here: httpx cannot check the peer of the socket it
+opens without reaching into its private connection pool, and a plain
+``HTTPConnection`` whose ``connect`` does the check is the smallest client
+that cannot skip it.
 """
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
+import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote, unquote, urlencode
 
-import httpx
-
-from tuner.errors import TunelabError
-from tuner.service import paths
-from tuner.service.jobs import JobState
+from tuner import bounded
+from tuner.bounded import loads as json_loads
+from tuner.redact import redact_argv
+from tuner.service import paths, peer
+from tuner.service.errors import ServiceError, UnsafeServiceDirError
+from tuner.service.jobs import JobState, one_line
 from tuner.trials.event_codec import Stamped, decode_all
 from tuner.trials.events import TrialEvent
 
 START_TIMEOUT = 20.0
 JOB_ENTRY_ENV = "TUNELAB_JOB_ENTRY"
+MAX_REPLY = 64 * bounded.MIB
+CLIENT_TITLE = 200  # characters of a default title (the service keeps at most 300)
 
-
-class ServiceError(TunelabError):
-    """The service could not be reached, or refused a request."""
+__all__ = ["ServiceClient", "ServiceError", "UnsafeServiceDirError", "tunelab_argv"]
 
 
 @dataclass(frozen=True)
@@ -74,20 +89,95 @@ def tunelab_argv(args: list[str]) -> list[str]:
     return [sys.executable, "-m", entry, *args]
 
 
-class ServiceClient:
-    """A connection to this user's service (started on first use when ``start``)."""
+class PeerCheckedConnection(http.client.HTTPConnection):
+    """HTTP over the service's Unix socket, refusing it before sending when another user
+    serves it."""
 
-    def __init__(self, start: bool = True) -> None:
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("tunelab-service", timeout=timeout)
+        self.path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(self.timeout)
+            sock.connect(self.path)
+            peer.check_server(sock, self.path)
+        except BaseException:
+            sock.close()
+            raise
+        self.sock = sock
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One answer of the service: status, headers, body."""
+
+    status_code: int
+    headers: Mapping[str, str]
+    content: bytes
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", "replace")
+
+    def json(self) -> Any:
+        try:
+            return bounded.loads(self.content, what="service answer")
+        except ValueError:
+            raise ServiceError(
+                f"the tunelab service answered something that is not JSON: {self.text[:200]!r}",
+                fix="run the command again; the service's log says more (jobs/service.log)",
+            ) from None
+
+
+class ServiceClient:
+    """A connection to this user's service (started on first use when ``start``).
+
+    Raises:
+        ServiceError: (on creation) the socket's directory is not private to this user.
+    """
+
+    def __init__(self, start: bool = True, timeout: float = 30.0) -> None:
         self.socket = paths.socket_path()
         self.start = start
-        self._http = httpx.Client(
-            transport=httpx.HTTPTransport(uds=str(self.socket)),
-            base_url="http://tunelab-service",
-            timeout=30.0,
-        )
+        self.timeout = timeout
 
     def close(self) -> None:
-        self._http.close()
+        """Nothing to close: each request has its own connection (checked each time)."""
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        params: Mapping[str, object] | None = None,
+        json_body: object = None,
+        timeout: float | None = None,
+    ) -> Reply:
+        """One request on a fresh, peer-checked connection.
+
+        Raises:
+            ForeignPeerError: another user serves the socket (nothing was sent).
+            OSError, http.client.HTTPException: no service answered.
+        """
+        if params:
+            url = f"{url}?{urlencode(params)}"
+        body = None if json_body is None else json.dumps(json_body).encode()
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        conn = PeerCheckedConnection(str(self.socket), timeout or self.timeout)
+        try:
+            conn.request(method, url, body=body, headers=headers)
+            answer = conn.getresponse()
+            content = answer.read(MAX_REPLY + 1)
+            if len(content) > MAX_REPLY:
+                raise ServiceError(
+                    f"the tunelab service answered more than {MAX_REPLY} bytes",
+                    fix="run the command again",
+                )
+            return Reply(answer.status, answer.headers, content)  # type: ignore[arg-type]
+        finally:
+            conn.close()
 
     def __enter__(self) -> ServiceClient:
         return self
@@ -97,9 +187,10 @@ class ServiceClient:
 
     # -- connection -------------------------------------------------------------------
     def running(self) -> bool:
+        """Whether a service of this user answers (ForeignPeerError when another's does)."""
         try:
-            return self._http.get("/health", timeout=2.0).status_code == 200
-        except httpx.TransportError:
+            return self.request("GET", "/health", timeout=2.0).status_code == 200
+        except (OSError, http.client.HTTPException):
             return False
 
     def ensure(self) -> None:
@@ -112,7 +203,7 @@ class ServiceClient:
                 fix="start work with `tunelab jobs start -- <command>`",
             )
         log = paths.jobs_dir() / "service.log"
-        with open(log, "ab") as out:
+        with os.fdopen(paths.open_private(log, os.O_WRONLY | os.O_APPEND), "ab") as out:
             subprocess.Popen(
                 [sys.executable, "-m", "tuner.service.server"],
                 stdin=subprocess.DEVNULL,
@@ -130,23 +221,32 @@ class ServiceClient:
             fix=f"see its log: {log}",
         )
 
-    def _call(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+    def _call(self, method: str, url: str, **kwargs: Any) -> Reply:
         self.ensure()
         try:
-            response = self._http.request(method, url, **kwargs)
-        except httpx.TransportError as exc:
+            response = self.request(method, url, **kwargs)
+        except (OSError, http.client.HTTPException) as exc:
             raise ServiceError(
                 f"the tunelab service stopped answering ({exc})",
                 fix="run the command again: it restarts the service, and running jobs go on",
             ) from None
-        if response.status_code == 404:
+        if response.status_code == 404 and url.startswith("/jobs/"):
             raise ServiceError(
-                f"no job {url.split('/')[2]!r} (or the prefix matches several jobs)",
+                f"no job {one_line(unquote(url.split('/')[2]), 40)!r} (or the prefix matches "
+                "several jobs)",
                 fix="list them with `tunelab jobs`",
             )
         if response.status_code >= 400:
-            raise ServiceError(f"the service refused: {response.text}", fix="check the command")
+            raise ServiceError(
+                f"the service refused: {one_line(_error_text(response), 500)}",
+                fix="check the command",
+            )
         return response
+
+    @staticmethod
+    def _job_url(job_id: str, tail: str = "") -> str:
+        """``/jobs/ID[/tail]`` with the id quoted: a prefix typed by a user stays one segment."""
+        return f"/jobs/{quote(job_id, safe='')}{tail}"
 
     # -- jobs ---------------------------------------------------------------------------
     def submit(
@@ -157,15 +257,19 @@ class ServiceClient:
         title: str | None = None,
         meta: dict[str, str] | None = None,
     ) -> dict[str, Any]:
-        """Queues ``tunelab ARGS`` as a job with this shell's environment and directory."""
+        """Queues ``tunelab ARGS`` as a job with this shell's environment and directory.
+
+        The default title shows the arguments with their secrets redacted
+        (:func:`tuner.redact.redact_argv`); the service checks that again.
+        """
         body = {
             "argv": tunelab_argv(args),
-            "title": title or "tunelab " + " ".join(args),
+            "title": title or one_line("tunelab " + " ".join(redact_argv(args)), CLIENT_TITLE),
             "cwd": cwd or os.getcwd(),
             "env": dict(os.environ),
             "meta": meta or {},
         }
-        return self._call("POST", "/jobs", json=body).json()
+        return self._call("POST", "/jobs", json_body=body).json()
 
     def jobs(self) -> list[dict[str, Any]]:
         return self._call("GET", "/jobs").json()
@@ -178,13 +282,13 @@ class ServiceClient:
         return sorted(self.jobs(), key=lambda j: j["submitted"])
 
     def job(self, job_id: str) -> dict[str, Any]:
-        return self._call("GET", f"/jobs/{job_id}").json()
+        return self._call("GET", self._job_url(job_id)).json()
 
     def stop(self, job_id: str) -> dict[str, Any]:
-        return self._call("POST", f"/jobs/{job_id}/stop").json()
+        return self._call("POST", self._job_url(job_id, "/stop")).json()
 
     def log(self, job_id: str, offset: int = 0) -> LogChunk:
-        response = self._call("GET", f"/jobs/{job_id}/log", params={"offset": offset})
+        response = self._call("GET", self._job_url(job_id, "/log"), params={"offset": offset})
         return LogChunk(
             response.text,
             int(response.headers["X-Next-Offset"]),
@@ -193,7 +297,8 @@ class ServiceClient:
 
     def events(self, job_id: str, offset: int = 0) -> EventChunk:
         """The trial events the job wrote from ``offset`` on (tuner.trials.event_codec)."""
-        data = self._call("GET", f"/jobs/{job_id}/events", params={"offset": offset}).json()
+        url = self._job_url(job_id, "/events")
+        data = self._call("GET", url, params={"offset": offset}).json()
         stamped = list(decode_all(data["events"]))
         return EventChunk(stamped, int(data["next_offset"]), str(data["state"]))
 
@@ -212,3 +317,12 @@ class ServiceClient:
                     write(rest.text)
                 return self.job(job_id)
             time.sleep(poll)
+
+
+def _error_text(response: Reply) -> str:
+    """The ``error`` of a JSON refusal, else the body as text."""
+    try:
+        data = json_loads(response.content, what="service answer")
+    except ValueError:
+        return response.text
+    return str(data.get("error", data)) if isinstance(data, dict) else response.text

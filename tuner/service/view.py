@@ -1,11 +1,16 @@
-"""How a job reads in a list: one line, the same in ``tunelab jobs`` and the TUI's jobs view."""
+"""How a job reads in a list: one line, the same in ``tunelab jobs`` and the TUI's jobs view.
+
+Titles and notes come from the job table, which came from a client: they go
+through :func:`~tuner.service.jobs.one_line` here as well as in the service,
+so no escape sequence in them ever reaches a terminal.
+"""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
-from tuner.service.jobs import JobState
+from tuner.service.jobs import JobState, one_line
 
 
 def age(seconds: float) -> str:
@@ -40,5 +45,6 @@ def elapsed(job: dict[str, Any], now: float | None = None) -> float:
 
 def job_line(job: dict[str, Any], now: float | None = None) -> str:
     """``3f2a9c01  running        4m  tunelab ab ...`` (and why, when the state does not say)."""
-    note = f"  — {job['note']}" if job.get("note") else ""
-    return f"{job['id']}  {state_text(job):<13} {age(elapsed(job, now)):>5}  {job['title']}{note}"
+    note = f"  — {one_line(job['note'], 1000)}" if job.get("note") else ""
+    head = f"{one_line(job['id'], 32)}  {one_line(state_text(job), 40):<13}"
+    return f"{head} {age(elapsed(job, now)):>5}  {one_line(job['title'])}{note}"
