@@ -14,45 +14,83 @@ Beside random tokens and ShareGPT (tuner.bench.prompts):
   its timestamp (relative to the first), replacing the rate/burstiness
   schedule — "tune for my traffic".
 
-Files are read bounded (MAX_DATASET_BYTES, MAX_RECORDS) and every bad line is
-a WorkloadError naming the file and line.
+Files are read whole through tuner.bounded (regular files only, at most
+MAX_DATASET_BYTES counted while reading, MAX_RECORDS records) and every bad
+line is a WorkloadError naming the file and line. :func:`check_dataset` reads
+and checks a workload's file before any engine starts (``presets verify``,
+``jobs run-spec``); the parse is kept for the trials that follow
+(tuner.bench.prompts.cached_parse).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import random
 from pathlib import Path
 from typing import Any
 
-from tuner.bench.prompts import Prompt, TokenPool, random_prompts
-from tuner.bench.workload import Workload, WorkloadError
+from tuner.bench.prompts import (
+    MAX_DATASET_BYTES,
+    Prompt,
+    TokenPool,
+    cached_parse,
+    random_prompts,
+    read_dataset,
+    sharegpt_texts,
+)
+from tuner.bench.workload import MAX_LEN, MAX_SECONDS, DatasetKind, Workload, WorkloadError
 
-MAX_DATASET_BYTES = 512 * 1024 * 1024
+__all__ = [
+    "MAX_DATASET_BYTES",
+    "MAX_LEN",
+    "MAX_RECORDS",
+    "check_dataset",
+    "jsonl_prompts",
+    "prefix_prompts",
+    "trace_requests",
+]
+
 MAX_RECORDS = 1_000_000
-MAX_LEN = 10_000_000  # tokens; a length beyond any context window is a typo
 
 
-def _records(path_text: str | None) -> list[dict[str, Any]]:
-    """The JSON objects of a JSONL file, one per non-blank line."""
+def check_dataset(workload: Workload) -> None:
+    """Read and check the workload's dataset file now, before any engine starts.
+
+    Why: a trial reads its dataset only once its engine is up; a file that is
+    missing, a FIFO, too large or malformed would then fail every trial of a
+    study, minutes in. Random and prefix workloads have no file: nothing to do.
+
+    Raises:
+        WorkloadError: The file cannot be a dataset of the workload's kind.
+    """
+    kind = workload.source_kind
+    path = str(workload.dataset_path)
+    if kind is DatasetKind.SHAREGPT:
+        sharegpt_texts(path)
+    elif kind is DatasetKind.JSONL:
+        _jsonl_items(path, workload.output_len)
+    elif kind is DatasetKind.TRACE:
+        _trace_rows(path)
+
+
+def _records(path_text: str | None) -> tuple[dict[str, Any], ...]:
+    """The JSON objects of a JSONL file, one per non-blank line (kept per file version)."""
     if not path_text:
         raise WorkloadError("this dataset needs --dataset FILE.jsonl")
     path = Path(path_text).expanduser()
-    try:
-        if path.stat().st_size > MAX_DATASET_BYTES:
-            raise WorkloadError(f"dataset {path} is over {MAX_DATASET_BYTES >> 20} MiB")
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise WorkloadError(f"dataset file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise WorkloadError(f"dataset file {path} is not readable UTF-8 text: {exc}") from None
+    return cached_parse(path, "jsonl", lambda: _parse_records(path))
+
+
+def _parse_records(path: Path) -> tuple[dict[str, Any], ...]:
+    lines = read_dataset(path).splitlines()
     out: list[dict[str, Any]] = []
     for no, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
             rec = json.loads(line)
+        except RecursionError:
+            raise WorkloadError(f"{path} line {no} nests JSON too deeply") from None
         except ValueError:
             raise WorkloadError(f"{path} line {no} is not JSON") from None
         if not isinstance(rec, dict):
@@ -63,7 +101,7 @@ def _records(path_text: str | None) -> list[dict[str, Any]]:
             raise WorkloadError(f"dataset {path} has over {MAX_RECORDS} records")
     if not out:
         raise WorkloadError(f"dataset {path} has no records")
-    return out
+    return tuple(out)
 
 
 def _length(rec: dict[str, Any], key: str, path: str, default: int | None = None) -> int:
@@ -78,17 +116,21 @@ def _length(rec: dict[str, Any], key: str, path: str, default: int | None = None
 
 def jsonl_prompts(workload: Workload, count: int, *, salt: int = 0) -> list[Prompt]:
     """``count`` prompts from a custom JSONL file (cycled, shuffled by the seed)."""
-    path = str(workload.dataset_path)
-    recs = _records(workload.dataset_path)
-    items: list[tuple[str, int]] = []
-    for rec in recs:
-        prompt = rec.get("prompt")
-        if not isinstance(prompt, str) or not prompt.strip():
-            raise WorkloadError(f"{path} line {rec['_line']}: 'prompt' must be non-empty text")
-        items.append((prompt, _length(rec, "output_len", path, workload.output_len)))
+    items = _jsonl_items(str(workload.dataset_path), workload.output_len)
     rng = random.Random(workload.seed * 1_000_003 + salt)
     rng.shuffle(items)
     return [Prompt(items[i % len(items)][0], -1, items[i % len(items)][1]) for i in range(count)]
+
+
+def _jsonl_items(path: str, default_output_len: int) -> list[tuple[str, int]]:
+    """(prompt, output_len) of each record of a custom JSONL file, checked."""
+    items: list[tuple[str, int]] = []
+    for rec in _records(path):
+        prompt = rec.get("prompt")
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise WorkloadError(f"{path} line {rec['_line']}: 'prompt' must be non-empty text")
+        items.append((prompt, _length(rec, "output_len", path, default_output_len)))
+    return items
 
 
 def prefix_prompts(
@@ -115,16 +157,14 @@ def prefix_prompts(
 
 def trace_requests(workload: Workload, pool: TokenPool) -> tuple[list[Prompt], list[float]]:
     """Prompts and release offsets (s) from a trace: at most num_prompts, in time order."""
-    path = str(workload.dataset_path)
-    rows: list[tuple[float, int, int]] = []
-    for rec in _records(workload.dataset_path):
-        ts = rec.get("timestamp")
-        if isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts):
-            raise WorkloadError(f"{path} line {rec['_line']}: timestamp must be seconds")
-        rows.append((float(ts), _length(rec, "input_len", path), _length(rec, "output_len", path)))
-    rows.sort()
-    rows = rows[: workload.num_prompts]
+    rows = _trace_rows(str(workload.dataset_path))[: workload.num_prompts]
     t0 = rows[0][0]
+    if rows[-1][0] - t0 > MAX_SECONDS:
+        raise WorkloadError(
+            f"trace {workload.dataset_path}: the replayed requests span "
+            f"{rows[-1][0] - t0:.3g} s, more than a week ({MAX_SECONDS:g} s)",
+            fix="give timestamps in seconds, or replay fewer requests (--num-prompts)",
+        )
     rng = random.Random(workload.seed * 1_000_003)
     ids = pool.ids
     prompts: list[Prompt] = []
@@ -139,3 +179,16 @@ def trace_requests(workload: Workload, pool: TokenPool) -> tuple[list[Prompt], l
         else:
             prompts.append(Prompt(toks, n_in, n_out))
     return prompts, [ts - t0 for ts, _, _ in rows]
+
+
+def _trace_rows(path: str) -> list[tuple[float, int, int]]:
+    """(timestamp, input_len, output_len) of each trace record, checked, in time order."""
+    rows: list[tuple[float, int, int]] = []
+    for rec in _records(path):
+        ts = rec.get("timestamp")
+        finite = isinstance(ts, int | float) and not isinstance(ts, bool) and abs(ts) < 1e15
+        if not finite:
+            raise WorkloadError(f"{path} line {rec['_line']}: timestamp must be seconds")
+        rows.append((float(ts), _length(rec, "input_len", path), _length(rec, "output_len", path)))
+    rows.sort()
+    return rows

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from tuner.bench.client import BenchClient
 from tuner.bench.control import ControlError
-from tuner.bench.datasets import jsonl_prompts, prefix_prompts, trace_requests
+from tuner.bench.datasets import check_dataset, jsonl_prompts, prefix_prompts, trace_requests
 from tuner.bench.errors import BenchError
 from tuner.bench.prompts import (
     Prompt,
@@ -111,7 +111,12 @@ async def build_prompts(
     model: str | None,
     root: str | None,
 ) -> tuple[list[Prompt], list[Prompt], str, list[float] | None]:
-    """(prompts, warm-ups, where prompts came from, trace offsets or None) for the dataset."""
+    """(prompts, warm-ups, where prompts came from, trace offsets or None) for the dataset.
+
+    A dataset file is read and checked first (kept for the prompts built below),
+    so a bad file is named before the server is asked for anything.
+    """
+    check_dataset(workload)
     kind = workload.source_kind
     n, n_warm = workload.num_prompts, workload.warmup_requests
     if kind is DatasetKind.SHAREGPT:

@@ -18,12 +18,25 @@ import json
 import math
 import os
 import random
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from tuner.bench.workload import Workload, WorkloadError
+from tuner.bounded import MIB, InputTooLargeError, NotAFileError, read_text
+
+# tunelab loads a dataset file whole (as vLLM's benchmark does): a ShareGPT dump
+# is ~700 MB in the wild, so 1 GiB lets it through and stops /dev/zero-like input.
+MAX_DATASET_BYTES = 1024 * MIB
+# A tokenizer.json is tens of MB (the largest vocabularies ~35 MB).
+MAX_TOKENIZER_BYTES = 256 * MIB
+_T = TypeVar("_T")
+_SHAREGPT_FIX = (
+    'give --dataset a ShareGPT JSON file: [{"conversations": [{"from": "human", '
+    '"value": "..."}, ...]}, ...] (or --dataset-kind jsonl for one object per line)'
+)
 
 # Words for the filler text tokenised by the server when no tokenizer is local.
 _FILLER = (
@@ -128,8 +141,9 @@ def pool_from_tokenizer(path: str | Path) -> TokenPool:
             f"no tokenizer.json at {path}; pass a model directory that holds one, "
             "or leave the tokenizer unset to let the server tokenise"
         )
+    text = _read_user_file(file, MAX_TOKENIZER_BYTES, "tokenizer", "--tokenizer")
     try:
-        tok = Tokenizer.from_file(str(file))
+        tok = Tokenizer.from_str(text)
     except Exception as exc:  # tokenizers raises a bare Exception for bad files
         first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
         raise WorkloadError(
@@ -275,15 +289,37 @@ def sharegpt_prompts(
     """
     if not workload.dataset_path:
         raise WorkloadError("sharegpt_prompts needs workload.dataset_path")
-    path = Path(workload.dataset_path)
-    try:
-        data: Any = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise WorkloadError(f"dataset file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise WorkloadError(f"dataset file {path} is not readable JSON: {exc}") from None
+    texts = list(sharegpt_texts(workload.dataset_path))
+    rng = random.Random(workload.seed * 1_000_003 + salt)
+    rng.shuffle(texts)
+    lengths = sample_lengths(workload, count, rng)
+    out = []
+    for i in range(count):
+        text = texts[i % len(texts)]
+        out.append(Prompt(text, encode(text) if encode else -1, lengths[i][1]))
+    return out
+
+
+def sharegpt_texts(path_text: str) -> tuple[str, ...]:
+    """The first human turn of each conversation of a ShareGPT JSON file, in file order.
+
+    Read once per file version (tuner.bench.prompts.cached_parse), so the check
+    before an engine starts and every trial of a study share one parse.
+
+    Raises:
+        WorkloadError: Unreadable, not a bounded regular file, not ShareGPT JSON,
+            or no usable turn.
+    """
+    path = Path(path_text).expanduser()
+    return cached_parse(path, "sharegpt", lambda: _parse_sharegpt(path))
+
+
+def _parse_sharegpt(path: Path) -> tuple[str, ...]:
+    data: Any = parse_json(read_dataset(path), f"dataset file {path}", _SHAREGPT_FIX)
     if not isinstance(data, list):
-        raise WorkloadError(f"dataset {path} must be a JSON list of ShareGPT conversations")
+        raise WorkloadError(
+            f"dataset {path} must be a JSON list of ShareGPT conversations", fix=_SHAREGPT_FIX
+        )
     texts: list[str] = []
     for entry in data:
         turns = entry.get("conversations") if isinstance(entry, dict) else None
@@ -300,11 +336,91 @@ def sharegpt_prompts(
             f"dataset {path} has no conversation with a human turn; expected ShareGPT "
             'format: [{"conversations": [{"from": "human", "value": "..."}, ...]}, ...]'
         )
-    rng = random.Random(workload.seed * 1_000_003 + salt)
-    rng.shuffle(texts)
-    lengths = sample_lengths(workload, count, rng)
-    out = []
-    for i in range(count):
-        text = texts[i % len(texts)]
-        out.append(Prompt(text, encode(text) if encode else -1, lengths[i][1]))
-    return out
+    return tuple(texts)
+
+
+def parse_json(text: str, what: str, fix: str) -> Any:
+    """``json.loads`` whose failures, deep nesting included, are WorkloadErrors naming ``what``.
+
+    Not tuner.bounded.loads: its nesting scan runs in Python, minutes on a 1 GiB
+    dataset; the C parser's own recursion guard raises RecursionError instead.
+    """
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise WorkloadError(f"{what} nests JSON too deeply to be a dataset", fix=fix) from None
+    except ValueError as exc:
+        raise WorkloadError(f"{what} is not valid JSON: {exc}", fix=fix) from None
+
+
+def read_dataset(path: Path) -> str:
+    """The text of a dataset file, at most MAX_DATASET_BYTES of it (tuner.bounded).
+
+    Raises:
+        WorkloadError: Missing, not a regular file (/dev/zero, a FIFO), larger
+            than the limit, not UTF-8, or unreadable; with what to do.
+    """
+    return _read_user_file(
+        path, MAX_DATASET_BYTES, "dataset", "--dataset (or a [workload]'s dataset_path)"
+    )
+
+
+def _read_user_file(path: Path, limit: int, what: str, option: str) -> str:
+    """A file the user named for ``option``, read by tuner.bounded; every failure a WorkloadError."""
+    fix = f"point {option} at a regular {what} file"
+    too_large = WorkloadError(
+        f"{what} file {path} is larger than {limit // MIB} MiB, the most tunelab loads "
+        "(it reads the whole file into memory)",
+        fix=f"point {option} at a smaller file (a sample is enough: only the prompts a run "
+        "sends are used)",
+    )
+    try:
+        if _reported_size(path) > limit:  # a regular file says its size: refuse before reading
+            raise too_large
+        return read_text(path, max_bytes=limit, what=what)
+    except WorkloadError:
+        raise
+    except FileNotFoundError:
+        raise WorkloadError(f"{what} file {path} does not exist", fix=fix) from None
+    except NotAFileError as exc:
+        raise WorkloadError(f"{exc.message}; tunelab reads only regular files", fix=fix) from None
+    except InputTooLargeError:  # it said less than it holds (/proc), or grew while read
+        raise too_large from None
+    except UnicodeDecodeError:
+        raise WorkloadError(f"{what} file {path} is not UTF-8 text", fix=fix) from None
+    except (OSError, ValueError) as exc:  # permissions, a NUL in the name, a socket
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise WorkloadError(f"cannot read {what} file {path}: {reason}", fix=fix) from None
+
+
+def _reported_size(path: Path) -> int:
+    """``st_size`` of a regular file, else 0 (the bounded read then decides)."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return 0
+    return st.st_size if stat.S_ISREG(st.st_mode) else 0
+
+
+_PARSED: dict[str, tuple[tuple[int, ...], Any]] = {}
+
+
+def cached_parse(path: Path, kind: str, parse: Callable[[], _T]) -> _T:
+    """``parse()``, kept for this version of ``path`` (one file per ``kind``).
+
+    A study checks its dataset before the first engine starts and then builds
+    prompts for every trial; a ShareGPT dump takes seconds to parse, so the
+    result is kept while the file's identity (device, inode, size, mtime) stays
+    the same. Files that report size 0 (``/proc``) are never kept.
+    """
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return parse()  # it raises the right error for a missing or bad path
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    held = _PARSED.get(kind)
+    if held is not None and held[0] == key and st.st_size > 0:
+        return held[1]  # type: ignore[no-any-return]
+    value = parse()
+    _PARSED[kind] = (key, value)
+    return value

@@ -10,6 +10,7 @@ seed) so a user can translate one into the other without surprises.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any, Literal
@@ -21,6 +22,37 @@ Endpoint = Literal["completions", "chat"]
 # Goodput SLO keys: vLLM's three (ttft, tpot, e2el) plus tunelab's `itl`,
 # which bounds the worst inter-token gap of a request (no visible stall).
 SLO_KEYS = ("ttft", "tpot", "itl", "e2el")
+
+# Sane maxima of every numeric field (issue 26). Prompts, warm-ups and their
+# bodies are built in memory before the clock starts, and every token that
+# streams back is timed, so a typo such as 1e11 would grow until the kernel
+# kills the process. Each bound is far above a real benchmark and is checked
+# here, so the CLI, the TUI, a job spec and a preset's [workload] all get it.
+MAX_LEN = 10_000_000  # tokens per prompt or per output: above any model's context window
+MAX_NUM_PROMPTS = 1_000_000  # counted requests of one run (and warm-ups, and prefix groups)
+MAX_CONCURRENCY = 65_536  # requests in flight: more than one client has ports to open
+# Prompt + output tokens of a whole run (warm-ups and shared prefixes included).
+# Prompts are held as ids and as request bodies (~15 bytes a token) and every
+# streamed token is timed (~30 bytes), so this is a few GB at most; a capacity
+# probe of 1024 users of 32k-token prompts (134M) still fits.
+MAX_WORKLOAD_TOKENS = 250_000_000
+MIN_REQUEST_RATE = 0.001  # requests/s: one every ~17 minutes; below, use --concurrency 1
+MAX_REQUEST_RATE = 1_000_000.0  # requests/s: above this, "inf" (all at once) is what happens
+MIN_BURSTINESS = 0.001  # gamma shape; smaller draws gaps of 0 or of days
+MAX_BURSTINESS = 1000.0  # gamma shape; larger is a metronome already
+MAX_SECONDS = 7 * 24 * 3600.0  # duration and timeouts: a week (the event loop needs finite ones)
+MAX_SEED = 2**63 - 1  # seeds are stored and compared as 64-bit integers
+
+_COUNTS: tuple[tuple[str, int, int, str], ...] = (
+    # field, least, most, unit for messages
+    ("input_len", 1, MAX_LEN, "tokens"),
+    ("output_len", 1, MAX_LEN, "tokens"),
+    ("num_prompts", 1, MAX_NUM_PROMPTS, "requests"),
+    ("warmup_requests", 0, MAX_NUM_PROMPTS, "requests"),
+    ("prefix_groups", 0, MAX_NUM_PROMPTS, "prefixes"),
+    ("prefix_len", 0, MAX_LEN, "tokens"),
+    ("seed", -MAX_SEED - 1, MAX_SEED, ""),
+)
 
 
 class WorkloadError(TunelabError, ValueError):
@@ -110,9 +142,17 @@ class Workload:
     stall_timeout_s: float | None = 120.0
 
     def __post_init__(self) -> None:
+        self._whole_numbers()
         self.validate()
         # A kind given as text (CLI, JSON) is held as the enum from here on.
         object.__setattr__(self, "dataset_kind", DatasetKind(self.dataset_kind))
+
+    def _whole_numbers(self) -> None:
+        """Hold a count written as a whole float (``128.0`` in TOML or JSON) as an int."""
+        for name in (*(c[0] for c in _COUNTS), "concurrency"):
+            value = getattr(self, name)
+            if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+                object.__setattr__(self, name, int(value))
 
     @property
     def source_kind(self) -> DatasetKind:
@@ -122,36 +162,49 @@ class Workload:
         return DatasetKind.SHAREGPT if self.dataset_path else DatasetKind.RANDOM
 
     def validate(self) -> None:
-        """Raise WorkloadError naming the first bad field and a valid range."""
-        if self.input_len < 1:
-            raise WorkloadError(f"input_len must be >= 1 token, got {self.input_len}")
-        if self.output_len < 1:
-            raise WorkloadError(f"output_len must be >= 1 token, got {self.output_len}")
-        if self.num_prompts < 1:
-            raise WorkloadError(f"num_prompts must be >= 1, got {self.num_prompts}")
-        if not 0.0 <= self.range_ratio < 1.0:
-            raise WorkloadError(f"range_ratio must be in [0, 1), got {self.range_ratio}")
-        if self.duration_s is not None and not 0 < self.duration_s < math.inf:
-            raise WorkloadError(f"duration_s must be > 0 seconds, got {self.duration_s}")
-        if self.concurrency is not None and self.concurrency < 1:
+        """Raise WorkloadError naming the first bad field and a valid range.
+
+        Types first (a job spec or a preset's ``[workload]`` may hold any JSON
+        or TOML value), then each field's range, then the run's total size.
+        """
+        for name, least, most, unit in _COUNTS:
+            check_count(name, getattr(self, name), least, most, unit)
+        if self.concurrency is not None:
+            check_count("concurrency", self.concurrency, 1, MAX_CONCURRENCY, "requests in flight")
+        self._check_floats()
+        self._check_choices()
+        _check_slo(self.slo)
+        self._check_size()
+
+    def _check_floats(self) -> None:
+        """Rates, shapes and times: finite numbers in their ranges (NaN and 1e-320 too)."""
+        if not (_is_number(self.range_ratio) and 0.0 <= self.range_ratio < 1.0):
             raise WorkloadError(
-                f"concurrency must be >= 1 (or unset for unbounded), got {self.concurrency}"
+                f"range_ratio must be in [0, 1), got {self.range_ratio!r}",
+                fix="give a spread such as 0.1 (lengths n*0.9..n*1.1), or 0 for exact lengths",
             )
-        if not self.request_rate > 0:
+        check_rate("request_rate", self.request_rate)
+        burst = self.burstiness
+        if not (_is_number(burst) and MIN_BURSTINESS <= burst <= MAX_BURSTINESS):
             raise WorkloadError(
-                f"request_rate must be > 0 requests/s (use inf for all at once), "
-                f"got {self.request_rate}"
+                f"burstiness must be {MIN_BURSTINESS:g} to {MAX_BURSTINESS:g} (1.0 = Poisson, "
+                f"lower is burstier), got {burst!r}",
+                fix="give 1.0 for Poisson arrivals, e.g. 0.5 for bursts or 4 for regular ones",
             )
-        if not 0 < self.burstiness < math.inf:
-            raise WorkloadError(
-                f"burstiness must be a finite number > 0 (1.0 = Poisson), got {self.burstiness}"
-            )
-        if self.warmup_requests < 0:
-            raise WorkloadError(f"warmup_requests must be >= 0, got {self.warmup_requests}")
+        _check_seconds("duration_s", self.duration_s, optional=True)
+        _check_seconds("request_timeout_s", self.request_timeout_s, optional=False)
+        _check_seconds("stall_timeout_s", self.stall_timeout_s, optional=True)
+
+    def _check_choices(self) -> None:
+        """The dataset kind and its file, the endpoint, the text switch."""
         if self.dataset_kind not in DATASET_KINDS:
             raise WorkloadError(
                 f"dataset kind must be one of {', '.join(k or 'sharegpt' for k in DATASET_KINDS)}, "
                 f"got {self.dataset_kind!r}"
+            )
+        if self.dataset_path is not None and not isinstance(self.dataset_path, str):
+            raise WorkloadError(
+                f"dataset_path must be a file path (text), got {type(self.dataset_path).__name__}"
             )
         if self.dataset_kind == DatasetKind.TRACE and self.duration_s is not None:
             raise WorkloadError("a trace sets its own arrival times; drop --duration")
@@ -164,17 +217,22 @@ class Workload:
             )
         if self.endpoint not in ("completions", "chat"):
             raise WorkloadError(f"endpoint must be 'completions' or 'chat', got {self.endpoint!r}")
-        if not 0 < self.request_timeout_s < math.inf:
-            raise WorkloadError(f"request_timeout_s must be > 0, got {self.request_timeout_s}")
-        if self.stall_timeout_s is not None and not 0 < self.stall_timeout_s < math.inf:
-            raise WorkloadError(f"stall_timeout_s must be > 0 or unset, got {self.stall_timeout_s}")
-        for key, value in self.slo.items():
-            if key not in SLO_KEYS:
-                raise WorkloadError(
-                    f"unknown SLO key {key!r}; use one of {', '.join(SLO_KEYS)} (values in ms)"
-                )
-            if not value > 0:
-                raise WorkloadError(f"SLO {key} must be > 0 ms, got {value}")
+        if not isinstance(self.text_prompts, bool):
+            raise WorkloadError(f"text_prompts must be true or false, got {self.text_prompts!r}")
+
+    def _check_size(self) -> None:
+        """The tokens the whole run builds and times stay within MAX_WORKLOAD_TOKENS."""
+        spread = 1.0 + self.range_ratio
+        requests = self.num_prompts + self.warmup_requests
+        per_request = self.prefix_len + (self.input_len + self.output_len) * spread
+        total = requests * per_request + self.prefix_groups * self.prefix_len
+        if total > MAX_WORKLOAD_TOKENS:
+            raise WorkloadError(
+                f"the workload holds about {total:.3g} prompt and output tokens "
+                f"({requests} requests of up to {per_request:.0f}); at most "
+                f"{MAX_WORKLOAD_TOKENS:,} are built and timed in memory",
+                fix="lower num_prompts, warm-ups, input_len or output_len",
+            )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (inf rate written as the string "inf", as vLLM does)."""
@@ -186,15 +244,104 @@ class Workload:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Workload:
-        """Inverse of to_dict; unknown keys are an error, not silently dropped."""
+        """Inverse of to_dict; unknown keys are an error, not silently dropped.
+
+        Raises:
+            WorkloadError: ``data`` is not a mapping, has unknown keys or a bad value.
+        """
+        if not isinstance(data, Mapping):
+            raise WorkloadError(
+                f"a workload is a table of fields (input_len, num_prompts, ...), "
+                f"got {type(data).__name__}"
+            )
         known = set(cls.__dataclass_fields__)
-        unknown = set(data) - known
+        unknown = {str(k) for k in data} - known
         if unknown:
             raise WorkloadError(f"unknown workload field(s): {', '.join(sorted(unknown))}")
         values = dict(data)
         if values.get("request_rate") == "inf":
             values["request_rate"] = math.inf
         return cls(**values)
+
+
+def _is_number(value: object) -> bool:
+    """An int or float that is not a bool and not NaN (inf is left to the caller)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and value == value
+
+
+def check_count(name: str, value: object, least: int, most: int, unit: str = "") -> None:
+    """A whole number in ``least..most``.
+
+    Raises:
+        WorkloadError: naming ``name`` (the field, or the flag the user typed) and the range.
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise WorkloadError(
+            f"{name} must be a whole number, got {value!r}",
+            fix=f"give {name} a whole number from {least:,} to {most:,}",
+        )
+    what = f" {unit}" if unit else ""
+    fix = f"give {name} a value from {least:,} to {most:,}"
+    if value < least:
+        raise WorkloadError(f"{name} must be >= {least}{what}, got {value:,}", fix=fix)
+    if value > most:
+        raise WorkloadError(f"{name} must be at most {most:,}{what}, got {value:,}", fix=fix)
+
+
+def check_rate(name: str, rate: object) -> None:
+    """Arrivals per second: MIN_REQUEST_RATE..MAX_REQUEST_RATE, or inf (all at once).
+
+    A denormal rate such as 1e-320 would make the mean gap 1/rate overflow to
+    inf and the schedule degenerate into "all at once"; NaN compares false
+    everywhere. Both are refused here, with the range.
+
+    Raises:
+        WorkloadError: naming ``name`` (the field or the flag the user typed).
+    """
+    fix = "give a rate such as 4, or inf; for one request at a time use concurrency 1"
+    number = isinstance(rate, int | float) and _is_number(rate)
+    if not number or rate <= 0:  # type: ignore[operator]
+        raise WorkloadError(
+            f"{name} must be > 0 requests/s (use inf for all at once), got {rate!r}", fix=fix
+        )
+    if rate == math.inf or MIN_REQUEST_RATE <= rate <= MAX_REQUEST_RATE:  # type: ignore[operator]
+        return
+    raise WorkloadError(
+        f"{name} must be {MIN_REQUEST_RATE:g} to {MAX_REQUEST_RATE:g} requests/s, "
+        f"or inf for all at once; got {rate!r}",
+        fix=fix,
+    )
+
+
+def _check_seconds(name: str, value: object, *, optional: bool) -> None:
+    """A time in seconds: finite, above 0, at most MAX_SECONDS (or None when ``optional``)."""
+    if value is None and optional:
+        return
+    if not (_is_number(value) and 0 < value <= MAX_SECONDS):  # type: ignore[operator]
+        unset = " or unset" if optional else ""
+        raise WorkloadError(
+            f"{name} must be above 0 and at most {MAX_SECONDS:g} seconds (a week){unset}, "
+            f"got {value!r}",
+            fix=f"give {name} a finite number of seconds up to {MAX_SECONDS:g}",
+        )
+
+
+def _check_slo(slo: object) -> None:
+    """Goodput objectives: a mapping of SLO_KEYS to finite milliseconds above 0."""
+    fix = "write goodput objectives as ttft:500,itl:50 (milliseconds)"
+    if not isinstance(slo, dict):
+        raise WorkloadError(
+            f"slo must map {', '.join(SLO_KEYS)} to milliseconds, got {slo!r}", fix=fix
+        )
+    for key, value in slo.items():
+        if key not in SLO_KEYS:
+            raise WorkloadError(
+                f"unknown SLO key {key!r}; use one of {', '.join(SLO_KEYS)} (values in ms)", fix=fix
+            )
+        if not (_is_number(value) and 0 < value < math.inf):
+            raise WorkloadError(
+                f"SLO {key} must be a finite number of ms > 0, got {value!r}", fix=fix
+            )
 
 
 def parse_slo(text: str) -> dict[str, float]:
@@ -207,7 +354,8 @@ def parse_slo(text: str) -> dict[str, float]:
         The objectives as a dict of key to milliseconds.
 
     Raises:
-        WorkloadError: A pair is malformed, a key unknown or a value not > 0.
+        WorkloadError: A pair is malformed, a key unknown, a value not a finite
+            number > 0, or text that holds no pair at all (``",,,"``).
     """
     slo: dict[str, float] = {}
     for raw in text.split(","):
@@ -228,7 +376,12 @@ def parse_slo(text: str) -> dict[str, float]:
             raise WorkloadError(
                 f"SLO {key} value {value!r} is not a number of milliseconds"
             ) from None
-        if not ms > 0:
-            raise WorkloadError(f"SLO {key} must be > 0 ms, got {ms}")
+        if not 0 < ms < math.inf:
+            raise WorkloadError(f"SLO {key} must be a finite number of ms > 0, got {ms}")
         slo[key] = ms
+    if not slo and text.strip():
+        raise WorkloadError(
+            f"SLO {text!r} holds no KEY:MS pair",
+            fix=f"write e.g. ttft:500,itl:50 (keys {', '.join(SLO_KEYS)}), or leave it empty",
+        )
     return slo

@@ -10,8 +10,10 @@ since a regression after an upgrade is explained there first.
 Exit status: 0 when the preset holds (no significant regression; an
 improvement passes too), 1 on a significant regression or when no fresh run
 finished (for CI: both fail the gate; the message says which), 2 for input
-tunelab cannot use (no file, no ``[workload]``/``[results]``), 130 when
-interrupted.
+tunelab cannot use (no file, no ``[workload]``/``[results]``, a workload out of
+tuner.bench.workload's bounds, or a dataset file it names that cannot be read:
+that file is read through tuner.bounded and checked before any engine starts),
+130 when interrupted.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from tuner.bench.datasets import check_dataset
 from tuner.bench.workload import Workload, WorkloadError
 from tuner.cli import options as opt
 from tuner.cli import study_session
@@ -28,6 +31,7 @@ from tuner.cli.study_options import GpusOpt, VerboseOpt
 from tuner.cli.study_output import dump
 from tuner.environment import differences_from_preset
 from tuner.lab import config as lab_config
+from tuner.studies.limits import MAX_REPEATS
 from tuner.studies.verify import VerifyError, reference_of, run_verify
 
 if TYPE_CHECKING:
@@ -37,7 +41,10 @@ if TYPE_CHECKING:
 def verify_command(
     file: Annotated[str, typer.Argument(help="Preset file (or the name of a user preset).")],
     repeats: Annotated[
-        int, typer.Option("--repeats", min=2, help="Fresh engine launches (2+ for an interval).")
+        int,
+        typer.Option(
+            "--repeats", min=2, max=MAX_REPEATS, help="Fresh engine launches (2+ for an interval)."
+        ),
     ] = 3,
     tolerance: Annotated[
         str,
@@ -49,6 +56,7 @@ def verify_command(
     ] = "0%",
     confidence: Annotated[float, typer.Option("--confidence", min=0.5, max=0.999)] = 0.95,
     allow_code: opt.AllowCodeOpt = False,
+    allow_env: opt.AllowEnvOpt = None,
     gpus: GpusOpt = None,
     study: Annotated[
         str | None, typer.Option("--study", help="Study name (default verify-<time>).")
@@ -59,21 +67,23 @@ def verify_command(
     as_json: opt.JsonOpt = False,
 ) -> None:
     """Re-run the preset's \\[workload] here; exit 1 on a significant regression vs its \\[results]."""
+    opt.grant_consent(allow_code, allow_env)
     margin = 0.0 if tolerance.strip() in ("0", "0%") else None
     if margin is None:
         margin = parse_fraction("presets verify", "--tolerance", tolerance) or 0.0
     try:
-        preset = lab_config.load(file, allow_code=allow_code).preset
+        preset = lab_config.load(file).preset
         reference = reference_of(preset.results)
         if not preset.workload:
             raise VerifyError(
                 "the preset has no [workload]: nothing says what to re-run",
                 fix="export the preset from a finished trial (`tunelab export TRIAL`)",
             )
-        workload = Workload.from_dict(dict(preset.workload))
+        workload = Workload.from_dict(preset.workload)
+        # A dataset the [workload] names is read (bounded) and checked before any engine starts.
+        check_dataset(workload)
     except (lab_config.ConfigInputError, VerifyError, WorkloadError) as exc:
-        fix = getattr(exc, "fix", None)
-        raise opt.usage_error("presets verify", f"{exc}" + (f" ({fix})" if fix else "")) from None
+        raise opt.user_error("presets verify", exc) from None
     environment = _environment_differences(preset)
     with study_session.study_runner(
         "presets verify",

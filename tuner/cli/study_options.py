@@ -3,7 +3,8 @@
 Typer has no option groups, so each option is an ``Annotated`` alias the
 commands in tuner.cli.studies declare as a parameter; keeping them here keeps
 each command's signature one line per option (and the commands short). The
-options shared with ``tunelab run`` live in tuner.cli.options.
+options shared with ``tunelab run`` live in tuner.cli.options. The counts'
+maxima are tuner.studies.limits' (the job spec and capacity plan use them too).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from tuner.studies.limits import MAX_REPEATS, MAX_TRIALS
 
 # -- shared by the study commands -------------------------------------------------
 SloListOpt = Annotated[
@@ -22,7 +25,9 @@ SloListOpt = Annotated[
         "KEY:MS sets a goodput SLO of the workload (e.g. ttft:500).",
     ),
 ]
-RepeatsOpt = Annotated[int, typer.Option("--repeats", min=1, help="Trials per arm or point.")]
+RepeatsOpt = Annotated[
+    int, typer.Option("--repeats", min=1, max=MAX_REPEATS, help="Trials per arm or point.")
+]
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Also print engine log lines.")]
 ObjectiveKeyOpt = Annotated[
     str,
@@ -56,6 +61,7 @@ MaxRepeatsOpt = Annotated[
     typer.Option(
         "--max-repeats",
         min=2,
+        max=MAX_REPEATS,
         help="Sequential A/B: look after every round and stop once the verdict is clear "
         "(error rate kept by alpha spending), at most this many launches per arm.",
     ),
@@ -97,7 +103,9 @@ SweepStudyOpt = Annotated[
 ]
 
 # -- tune ---------------------------------------------------------------------------
-TrialsOpt = Annotated[int, typer.Option("--trials", min=1, help="Points to measure in this run.")]
+TrialsOpt = Annotated[
+    int, typer.Option("--trials", min=1, max=MAX_TRIALS, help="Points to measure in this run.")
+]
 SpaceFileOpt = Annotated[
     Path | None,
     typer.Option("--space", help="Search space file (TOML or JSON: \\[params], slo, \\[fixed])."),

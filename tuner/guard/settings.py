@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tuner.bounded import MIB, InputTooLargeError, NotAFileError, loads, read_text
 from tuner.errors import TunelabError
 from tuner.guard.compare import Thresholds
 from tuner.guard.probes import BUILTIN_PROBES, DEFAULT_GUARD_TOKENS
@@ -25,7 +26,8 @@ from tuner.guard.probes import BUILTIN_PROBES, DEFAULT_GUARD_TOKENS
 MAX_GUARD_TOKENS = 256
 MAX_GUARD_PROMPTS = 256
 MAX_PROMPT_CHARS = 8192
-MAX_FILE_BYTES = 1024 * 1024
+# 256 prompts of 8192 characters are ~2 MiB of ASCII; 4 MiB leaves room for UTF-8.
+MAX_FILE_BYTES = 4 * MIB
 
 _FILE_FIX = (
     "give a UTF-8 text file with one prompt per line (blank lines are skipped), "
@@ -45,7 +47,9 @@ def _parse_prompts(path: Path, text: str) -> list[str]:
     """The file's prompts: a JSON list when it starts with ``[``, else one per non-blank line."""
     if text.lstrip().startswith("["):
         try:
-            data = json.loads(text)
+            data = loads(text, what="guard prompts file")
+        except InputTooLargeError:
+            raise _fail(f"guard prompts file {path}: the JSON nests too deeply") from None
         except json.JSONDecodeError as exc:
             raise _fail(
                 f"guard prompts file {path}: not valid JSON (line {exc.lineno}: {exc.msg})"
@@ -59,6 +63,32 @@ def _parse_prompts(path: Path, text: str) -> list[str]:
     return [line for line in text.splitlines() if line.strip()]
 
 
+def _read(path: Path) -> str:
+    """The file's text through tuner.bounded: a regular file of at most MAX_FILE_BYTES.
+
+    A reported size is no bound (``/dev/zero``, a FIFO, ``/proc`` files report
+    0), so the bytes are counted while reading and anything but a regular file
+    is refused before a byte is read (a FIFO never blocks the command).
+    """
+    try:
+        return read_text(path, max_bytes=MAX_FILE_BYTES, what="guard prompts file")
+    except NotAFileError as exc:
+        raise _fail(f"{exc.message}; tunelab reads only regular files") from None
+    except InputTooLargeError:
+        raise _fail(
+            f"guard prompts file {path} is larger than {MAX_FILE_BYTES // MIB} MiB; at most "
+            f"{MAX_GUARD_PROMPTS} prompts of {MAX_PROMPT_CHARS} characters are asked"
+        ) from None
+    except UnicodeDecodeError:
+        raise _fail(f"guard prompts file {path} is not UTF-8 text") from None
+    except (OSError, ValueError) as exc:  # missing, permissions, a NUL in the name
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise _fail(
+            f"cannot read guard prompts file {path}: {reason}",
+            fix="check the path and its permissions; " + _FILE_FIX,
+        ) from None
+
+
 def load_prompts(path: Path) -> tuple[str, ...]:
     """The probe prompts of a user's file, checked.
 
@@ -69,23 +99,7 @@ def load_prompts(path: Path) -> tuple[str, ...]:
     Raises:
         GuardSettingsError: unreadable, not UTF-8, empty, duplicated or too large.
     """
-    try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise _fail(
-                f"guard prompts file {path} is {size} bytes; at most {MAX_FILE_BYTES} are read"
-            )
-        text = path.read_text(encoding="utf-8")
-    except GuardSettingsError:
-        raise
-    except UnicodeDecodeError:
-        raise _fail(f"guard prompts file {path} is not UTF-8 text") from None
-    except OSError as exc:
-        raise _fail(
-            f"cannot read guard prompts file {path}: {exc.strerror or exc}",
-            fix="check the path and its permissions; " + _FILE_FIX,
-        ) from None
-    prompts = _parse_prompts(path, text)
+    prompts = _parse_prompts(path, _read(path))
     if not prompts:
         raise _fail(f"guard prompts file {path} holds no prompt")
     if len(prompts) > MAX_GUARD_PROMPTS:

@@ -12,11 +12,26 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from tuner.bench.workload import Workload
+from tuner.bench.workload import (
+    MAX_CONCURRENCY,
+    MAX_NUM_PROMPTS,
+    MIN_REQUEST_RATE,
+    Workload,
+    WorkloadError,
+    check_count,
+    check_rate,
+)
 from tuner.config import EngineConfig
 from tuner.studies.capacity import By, CapacityError, CapacityReport, Grid, LaunchCapacity
-from tuner.studies.capacity_run import DEFAULT_PROBES, run_capacity
+from tuner.studies.capacity_run import (
+    DEFAULT_PROBES,
+    PROMPTS_PER_USER,
+    SECONDS_OF_ARRIVALS,
+    run_capacity,
+)
 from tuner.studies.capacity_search import CapacitySearchReport, run_capacity_search
+from tuner.studies.limits import MAX_LAUNCHES, MAX_PROBES, MAX_TRIALS, StudyLimitError
+from tuner.studies.limits import check_count as check_study_count
 from tuner.studies.slo import SLO, SLOError, parse_slo
 from tuner.studies.space import Space
 from tuner.trials.events import (
@@ -58,6 +73,45 @@ def grid(
     return Grid(load, unit, start if start is not None else unit, limit)
 
 
+def check_plan(grid: Grid, *, launches: int = LAUNCHES, probes: int = PROBES) -> None:
+    """Refuse counts and loads no probe could run, before any engine starts.
+
+    The search raises the load from ``grid.start`` up to ``grid.limit``; a
+    probe at concurrency N sends PROMPTS_PER_USER x N requests, one at rate R
+    SECONDS_OF_ARRIVALS x R of them. Both ends must be loads a workload may
+    have (tuner.bench.workload's bounds), or a search would fail minutes in.
+
+    Raises:
+        CapacityError: naming the option (``--launches``, ``--probes``, ``--max``,
+            ``--start``) with its range.
+    """
+    try:
+        check_study_count("--launches", launches, 1, MAX_LAUNCHES)
+        check_study_count("--probes", probes, 2, MAX_PROBES)
+    except StudyLimitError as exc:
+        raise CapacityError(exc.message, fix=exc.fix) from None
+    try:
+        if grid.by == "concurrency":
+            most = min(MAX_CONCURRENCY, MAX_NUM_PROMPTS // PROMPTS_PER_USER)
+            check_count("--max", int(grid.limit), 1, most, "users")
+            return
+        check_rate("--max", grid.limit)
+        most_rate = MAX_NUM_PROMPTS / SECONDS_OF_ARRIVALS
+        if grid.limit > most_rate:
+            raise WorkloadError(
+                f"--max must be at most {most_rate:g} requests/s for a capacity search "
+                f"({SECONDS_OF_ARRIVALS:g} s of arrivals per probe), got {grid.limit:g}"
+            )
+    except WorkloadError as exc:
+        raise CapacityError(exc.message, fix="lower the largest load (--max)") from None
+    try:
+        check_rate("the first load (--start, else --step)", grid.start)
+    except WorkloadError as exc:
+        raise CapacityError(
+            exc.message, fix=f"give --start and --step of at least {MIN_REQUEST_RATE:g} requests/s"
+        ) from None
+
+
 def probe_base(workload: Workload, slo: SLO) -> Workload:
     """The workload every probe starts from, with the SLO's goodput bounds on each request."""
     return dataclasses.replace(workload, slo=slo.goodput())
@@ -96,13 +150,15 @@ async def capacity(
     ``on_trial`` gets each probe trial as it ends (done, failed or skipped), as
     the A/B and sweep entry points give theirs, so a face lists them at once.
     """
+    search_grid = grid()
+    check_plan(search_grid, launches=launches, probes=probes)
     if on_trial is not None:
         runner = dataclasses.replace(runner, on_event=_recording(runner.on_event, on_trial))
     return await run_capacity(
         config,
         probe_base(workload, slo),
         slo,
-        grid(),
+        search_grid,
         runner,
         launches=launches,
         probes=probes,
@@ -124,6 +180,11 @@ async def search(
     seed: int | None = None,
 ) -> CapacitySearchReport:
     """Optuna over ``space`` maximising one launch's capacity at ``slo`` (``tune --objective capacity``)."""
+    try:
+        check_study_count("trials", n_trials, 1, MAX_TRIALS)
+    except StudyLimitError as exc:
+        raise CapacityError(exc.message, fix=exc.fix) from None
+    check_plan(grid())
     return await run_capacity_search(
         base,
         probe_base(workload, slo),
@@ -156,6 +217,7 @@ __all__ = [
     "PROBES",
     "SLOError",
     "capacity",
+    "check_plan",
     "grid",
     "parse",
     "search",

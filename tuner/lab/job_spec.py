@@ -17,12 +17,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tuner.bench.datasets import check_dataset
 from tuner.bench.workload import Workload
+from tuner.bounded import loads as bounded_loads
+from tuner.bounded import read_text
 from tuner.config import EngineConfig
 from tuner.errors import TunelabError
 from tuner.export.files import atomic_write
+from tuner.studies.limits import MAX_REPEATS, MAX_STARTUP_TIMEOUT_S, check_count, check_seconds
 
 SPEC_VERSION = 1
+# Two configs and a workload are a few KiB; a spec larger than this is not the TUI's.
+MAX_SPEC_BYTES = 1024 * 1024
+_FIX = "start the A/B again from the TUI"
 
 
 class JobSpecError(TunelabError):
@@ -62,6 +69,18 @@ class ABJobSpec:
             "repeats": str(self.repeats),
         }
 
+    @staticmethod
+    def repeats_of(meta: Any) -> int:
+        """The launches per arm a job's meta says (the service's table is input too: a
+        value that is not a count within the bounds reads as the default)."""
+        text = meta.get("repeats") if isinstance(meta, dict) else None
+        try:
+            return check_count("repeats", int(str(text)), 1, MAX_REPEATS)
+        except (ValueError, TunelabError):
+            from tuner.lab.run import AB_REPEATS  # the study stack, only for a bad table
+
+            return AB_REPEATS
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "version": SPEC_VERSION,
@@ -76,21 +95,37 @@ class ABJobSpec:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ABJobSpec:
+    def from_dict(cls, data: object) -> ABJobSpec:
+        """The spec from its JSON form, every field checked for type and range.
+
+        Raises:
+            JobSpecError: not an object, another version or kind, a missing or
+                wrong-typed field, repeats or a startup timeout out of range.
+            TunelabError: a config or workload the core refuses (its own message).
+        """
+        if not isinstance(data, dict):
+            raise JobSpecError(f"a job spec is a JSON object, not {_json_type(data)}", fix=_FIX)
         if data.get("version") != SPEC_VERSION or data.get("kind") != cls.kind:
             raise JobSpecError(
                 f"job spec version {data.get('version')!r} kind {data.get('kind')!r} is not an "
                 f"A/B spec of version {SPEC_VERSION}",
                 fix="start the A/B again from this tunelab",
             )
+        study, store = data.get("study"), data.get("store_path")
+        if not isinstance(study, str) or not study.strip():
+            raise JobSpecError("the job spec's study must be a non-empty name", fix=_FIX)
+        if store is not None and not isinstance(store, str):
+            raise JobSpecError("the job spec's store_path must be a path or null", fix=_FIX)
         return cls(
-            study=str(data["study"]),
-            store_path=data.get("store_path"),
-            a=EngineConfig(**data["a"]),
-            b=EngineConfig(**data["b"]),
-            workload=Workload.from_dict(data["workload"]),
-            repeats=int(data["repeats"]),
-            startup_timeout=float(data["startup_timeout"]),
+            study=study,
+            store_path=store,
+            a=_config(data, "a"),
+            b=_config(data, "b"),
+            workload=Workload.from_dict(_table(data, "workload")),
+            repeats=check_count("repeats", data.get("repeats"), 1, MAX_REPEATS),
+            startup_timeout=check_seconds(
+                "startup_timeout", data.get("startup_timeout"), 1.0, MAX_STARTUP_TIMEOUT_S
+            ),
         )
 
     def write(self, folder: Path) -> Path:
@@ -100,21 +135,70 @@ class ABJobSpec:
         return atomic_write(path, json.dumps(self.to_dict()), mode=0o600)
 
 
+def _json_type(value: object) -> str:
+    """What a JSON value is, in JSON's words (``null``, ``array``, ``string``...)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    names = {list: "an array", str: "a string", int: "a number", float: "a number"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _table(data: dict[str, Any], key: str) -> dict[str, Any]:
+    """The JSON object under ``key`` (a config or the workload), else a JobSpecError."""
+    value = data.get(key)
+    if not isinstance(value, dict):
+        raise JobSpecError(
+            f"the job spec's {key!r} must be a JSON object, got {_json_type(value)}", fix=_FIX
+        )
+    return value
+
+
+def _config(data: dict[str, Any], key: str) -> EngineConfig:
+    """Arm ``key``'s config: ``{"model": str, "env": {str: str}, "engine": {str: value}}``."""
+    table = _table(data, key)
+    env, engine = table.get("env", {}), table.get("engine", {})
+    shaped = (
+        set(table) <= {"model", "env", "engine"}
+        and isinstance(table.get("model"), str)
+        and isinstance(env, dict)
+        and all(isinstance(v, str) for v in env.values())
+        and isinstance(engine, dict)
+    )
+    if not shaped:
+        raise JobSpecError(
+            f"the job spec's config {key!r} is not a tunelab config "
+            '({"model": ..., "env": {NAME: text}, "engine": {flag: value}})',
+            fix=_FIX,
+        )
+    return EngineConfig(**table)
+
+
 def read_spec(path: Path) -> ABJobSpec:
-    """The spec in ``path``.
+    """The spec in ``path``, checked whole before any engine starts.
+
+    The file is read through tuner.bounded (a regular file of at most
+    MAX_SPEC_BYTES, nesting bounded), and a dataset its workload names is read
+    and checked now (tuner.bench.datasets.check_dataset), so a bad spec is
+    one message and exit 2, never a crash report or a failed engine launch.
 
     Raises:
         JobSpecError: missing, not JSON, or not a spec this tunelab runs.
+        TunelabError: a config, workload or dataset the core refuses.
     """
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise JobSpecError(
-            f"cannot read the job spec {path}: {exc}", fix="start the A/B again from the TUI"
-        ) from None
+        data = bounded_loads(read_text(path, max_bytes=MAX_SPEC_BYTES, what="job spec"))
+    except TunelabError as exc:  # not a regular file, too large, nested too deeply
+        raise JobSpecError(exc.message, fix=_FIX) from None
+    except (OSError, ValueError) as exc:  # missing, unreadable, not UTF-8, not JSON
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise JobSpecError(f"cannot read the job spec {path}: {reason}", fix=_FIX) from None
     try:
-        return ABJobSpec.from_dict(data)
+        spec = ABJobSpec.from_dict(data)
+    except TunelabError:
+        raise
     except (KeyError, TypeError, ValueError) as exc:
-        raise JobSpecError(
-            f"the job spec {path} does not fit: {exc}", fix="start the A/B again from the TUI"
-        ) from None
+        raise JobSpecError(f"the job spec {path} does not fit: {exc}", fix=_FIX) from None
+    check_dataset(spec.workload)
+    return spec

@@ -15,7 +15,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from tuner.bench.workload import Workload, WorkloadError, parse_slo
+from tuner.bench.workload import (
+    MAX_CONCURRENCY,
+    MAX_LEN,
+    MAX_NUM_PROMPTS,
+    MAX_SEED,
+    Workload,
+    WorkloadError,
+    check_count,
+    check_rate,
+    parse_slo,
+)
 from tuner.lab.values import ValueTextError, parse_rate, rate_text
 from tuner.rules import WorkloadShape
 
@@ -40,6 +50,8 @@ class WorkloadField:
         help: One sentence for ``--help`` and the field's tooltip.
         kind: How its text is parsed.
         minimum: The least value a count may take.
+        maximum: The most a count may take (tuner.bench.workload's bound for the
+            field, so the message names the flag or label the user typed).
         cli_default: The CLI's default (the TUI starts from its session workload).
     """
 
@@ -49,19 +61,20 @@ class WorkloadField:
     help: str
     kind: FieldKind
     minimum: int = 1
+    maximum: int | None = None
     cli_default: int | str | None = None
 
 
 FIELDS: tuple[WorkloadField, ...] = (
     WorkloadField("input_len", "--input-len", "in", "Prompt tokens per request.",
-                  FieldKind.COUNT, cli_default=128),
+                  FieldKind.COUNT, maximum=MAX_LEN, cli_default=128),
     WorkloadField("output_len", "--output-len", "out", "Generated tokens per request.",
-                  FieldKind.COUNT, cli_default=128),
+                  FieldKind.COUNT, maximum=MAX_LEN, cli_default=128),
     WorkloadField("concurrency", "--concurrency", "conc",
                   "Most requests in flight (empty or unset: unbounded).",
-                  FieldKind.OPTIONAL_COUNT),
+                  FieldKind.OPTIONAL_COUNT, maximum=MAX_CONCURRENCY),
     WorkloadField("num_prompts", "--num-prompts", "n", "Measured requests per trial.",
-                  FieldKind.COUNT, cli_default=64),
+                  FieldKind.COUNT, maximum=MAX_NUM_PROMPTS, cli_default=64),
     WorkloadField("request_rate", "--request-rate", "rate",
                   "Arrivals per second, or inf (infinity) to send all at once.",
                   FieldKind.RATE, cli_default="inf"),
@@ -76,10 +89,12 @@ DEFAULT_WARMUP = 2
 def _count(field: WorkloadField, name: str, text: str) -> int:
     try:
         value = int(text.strip())
-    except ValueError:
-        raise WorkloadError(f"{name} must be a whole number, not {text.strip()!r}") from None
+    except ValueError:  # also a number of more digits than int() reads
+        raise WorkloadError(f"{name} must be a whole number, not {text.strip()[:40]!r}") from None
     if value < field.minimum:
         raise WorkloadError(f"{name} must be at least {field.minimum}, not {value}")
+    if field.maximum is not None:
+        check_count(name, value, field.minimum, field.maximum)
     return value
 
 
@@ -101,9 +116,11 @@ def parse_field(field: WorkloadField, text: str, name: str | None = None) -> obj
         return _count(field, name, text) if text.strip() else None
     if field.kind is FieldKind.RATE:
         try:
-            return parse_rate(text)
+            rate = parse_rate(text)
         except ValueTextError as exc:
             raise WorkloadError(f"{name} {exc}") from None
+        check_rate(name, rate)
+        return rate
     return parse_slo(text) if text.strip() else {}
 
 
@@ -125,6 +142,9 @@ def workload_from_texts(
     Raises:
         WorkloadError: the first bad field, named, with what it takes.
     """
+    # Given as numbers, not field texts: bounded here so the error names the option.
+    check_count("--warmup" if by_flag else "warm-up", warmup, 0, MAX_NUM_PROMPTS)
+    check_count("--seed" if by_flag else "seed", seed, -MAX_SEED - 1, MAX_SEED)
     values: dict[str, object] = {}
     for field in FIELDS:
         default = "" if field.cli_default is None else str(field.cli_default)

@@ -19,7 +19,6 @@ probes). The per-request goodput objectives of ``vllm bench serve --goodput``
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import statistics
@@ -28,12 +27,32 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuner.bench.metrics import METRICS, PERCENTILES
+from tuner.bounded import loads as json_loads
 from tuner.errors import TunelabError
 from tuner.studies.space import Constraint, SpaceError, parse_constraint
 from tuner.trials.model import OBJECTIVE_KEYS
 
 _LATENCY_RE = re.compile(r"^(mean|median|std|p(\d+(?:\.\d+)?))_([a-z0-9]+)_ms$")
 _EXAMPLE = "p99_ttft_ms<=500,p99_itl_ms<=50"
+# Result keys a bound may name besides the objectives and the latency statistics:
+# the benchmark's counters (tuner.bench.metrics.compute_metrics) and the telemetry
+# window's figures (tuner.telemetry.sampler, tuner.trials.session), which
+# tuner.trials.model.metric reads a trial's value from.
+COUNTER_KEYS = (
+    "duration",
+    "completed",
+    "failed",
+    "total_input_tokens",
+    "total_output_tokens",
+    "max_concurrent_requests",
+)
+TELEMETRY_KEYS = (
+    "energy_j",
+    "mean_power_w",
+    "peak_vram_bytes",
+    "mean_gfx_activity",
+    "peak_gfx_activity",
+)
 
 
 class SLOError(TunelabError, ValueError):
@@ -50,14 +69,15 @@ def check_key(key: str) -> None:
     Raises:
         SLOError: With the keys that exist.
     """
-    if key in OBJECTIVE_KEYS:
+    if key in OBJECTIVE_KEYS or key in COUNTER_KEYS or key in TELEMETRY_KEYS:
         return
     match = _LATENCY_RE.match(key)
     if match is None:
+        known = ", ".join((*OBJECTIVE_KEYS, *COUNTER_KEYS, *TELEMETRY_KEYS))
         raise SLOError(
             f"SLO key {key!r} is not a result key",
             fix=f"use a latency statistic such as p99_ttft_ms, mean_itl_ms, median_e2el_ms "
-            f"(metrics {', '.join(METRICS)}) or one of {', '.join(OBJECTIVE_KEYS)}",
+            f"(metrics {', '.join(METRICS)}) or one of {known}",
         )
     pct, metric = match.group(2), match.group(3)
     if metric not in METRICS:
@@ -176,10 +196,10 @@ def parse_slo(text: str) -> SLO:
 def _from_record(raw: str) -> SLO:
     """vLLM's ``{"p99_e2el_ms": "<=500"}`` form."""
     try:
-        record = json.loads(raw)
-    except json.JSONDecodeError as exc:
+        record = json_loads(raw, what="SLO")
+    except ValueError as exc:
         raise SLOError(
-            f"the SLO looks like JSON but is not: {exc.msg}",
+            f"the SLO looks like JSON but is not: {getattr(exc, 'msg', exc)}",
             fix='write {"p99_ttft_ms": "<=500"} or p99_ttft_ms<=500',
         ) from None
     if not isinstance(record, dict) or not record:
@@ -187,6 +207,20 @@ def _from_record(raw: str) -> SLO:
             "a JSON SLO is one object of KEY: 'OP VALUE'", fix='{"p99_ttft_ms": "<=500"}'
         )
     return parse_slo(",".join(f"{k}{v}" for k, v in record.items()))
+
+
+def check_constraint(constraint: Constraint) -> Constraint:
+    """A bound a study may judge trials by (``tune``/``sweep``/``ab``/``winner --slo``).
+
+    The same checks as a capacity SLO's: a result key the benchmark reports
+    (``bogus>=5`` would silently never hold, or always), a finite bound, and a
+    latency bound above 0 ms.
+
+    Raises:
+        SLOError: naming the known metrics.
+    """
+    _check(constraint, ())
+    return constraint
 
 
 def _check(constraint: Constraint, earlier: Sequence[Constraint]) -> None:

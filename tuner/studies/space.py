@@ -11,7 +11,6 @@ trial's benchmark results; a missing metric never counts as meeting an SLO.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import tomllib
@@ -19,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from tuner.bounded import InputTooLargeError, loads, read_text
 from tuner.config import ConfigError, EngineValue, parse_value
 from tuner.errors import TunelabError
 from tuner.knobs import coerce as knob_coerce
@@ -261,6 +261,9 @@ class Space:
         }
 
 
+MAX_SPACE_BYTES = 1024 * 1024  # a space names a few knobs: kilobytes
+
+
 def load_space(path: Path) -> Space:
     """Read a space from TOML or JSON.
 
@@ -274,9 +277,15 @@ def load_space(path: Path) -> Space:
     if not path.is_file():
         raise SpaceError(f"space file {path} does not exist")
     try:
-        text = path.read_text(encoding="utf-8")
-        data = json.loads(text) if path.suffix.lower() == ".json" else tomllib.loads(text)
-    except (OSError, json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+        text = read_text(path, max_bytes=MAX_SPACE_BYTES, what="space file")
+        data = (
+            loads(text, what="space file")
+            if path.suffix.lower() == ".json"
+            else tomllib.loads(text)
+        )
+    except InputTooLargeError as exc:
+        raise SpaceError(exc.message, fix=exc.fix) from None
+    except (OSError, ValueError, tomllib.TOMLDecodeError) as exc:
         raise SpaceError(f"cannot read space file {path}: {exc}") from None
     except RecursionError:
         raise SpaceError(
