@@ -28,7 +28,7 @@ from typing import TextIO
 from tuner import __version__, paths
 from tuner.cli.safe_text import clean
 from tuner.errors import EXIT_CRASH, EXIT_INTERRUPTED, TunelabError
-from tuner.redact import REDACTED, is_secret_engine_arg, is_secret_param, redact_argv, redact_text
+from tuner.redact import argv_secrets, environ_secrets, redact_argv, redact_text, scrub
 
 
 def run_guarded(
@@ -66,12 +66,13 @@ def run_guarded(
 def print_error(exc: TunelabError, stream: TextIO) -> None:
     """The message and, when there is one, the fix; no traceback.
 
-    Both may quote foreign text (a server's error, a file's content), so
-    terminal escape sequences are stripped first.
+    Both may quote foreign text (a server's error, a file's content, a
+    database driver's message with a DSN), so secrets are redacted and
+    terminal escape sequences stripped first.
     """
-    print(f"tunelab: error: {clean(exc.message)}", file=stream)
+    print(f"tunelab: error: {clean(redact_text(exc.message))}", file=stream)
     if exc.fix:
-        print(f"fix: {clean(exc.fix)}", file=stream)
+        print(f"fix: {clean(redact_text(exc.fix))}", file=stream)
 
 
 def write_crash_report(exc: BaseException, argv: Sequence[str]) -> Path:
@@ -96,7 +97,17 @@ def _crash_folder() -> Path:
 
 
 def crash_text(exc: BaseException, argv: Sequence[str]) -> str:
-    """The report: versions, command line (secrets redacted), platform, full traceback."""
+    """The report: versions, command line (secrets redacted), platform, full traceback.
+
+    The report is meant to be attached to a public bug report, so secrets go
+    twice: by pattern (:func:`tuner.redact.redact_argv` and
+    :func:`~tuner.redact.redact_text`: header values, URL passwords and
+    tokens, DSN passwords) and by value: every secret found on the command
+    line or in a secret-named environment variable is removed wherever the
+    traceback quotes it (a library echoing a header value or a misparsed
+    password out of its context).
+    """
+    secrets = argv_secrets(argv) | environ_secrets(os.environ)
     tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     lines = [
         "tunelab crash report",
@@ -107,21 +118,15 @@ def crash_text(exc: BaseException, argv: Sequence[str]) -> str:
         f"python: {sys.version.split()[0]} ({sys.executable})",
         f"platform: {platform.platform()}",
         "",
-        redact_text(tb),
+        redact_text(scrub(tb, secrets)),
     ]
-    return "\n".join(lines)
+    return scrub("\n".join(lines), secrets)
 
 
 def _redact_command(argv: Sequence[str]) -> list[str]:
-    """The command line without secrets: flags and URLs (tuner.redact), and ``--set KEY=VALUE``
-    items whose key carries a credential (``hf-token=``, ``HF_TOKEN=``, ``api_key=``)."""
-    out = ["tunelab"]
-    for item in redact_argv(list(argv)):
-        key, sep, _ = item.partition("=")
-        if sep and not key.startswith("-") and (is_secret_engine_arg(key) or is_secret_param(key)):
-            item = f"{key}={REDACTED}"
-        out.append(item)
-    return out
+    """The command line without secrets (:func:`tuner.redact.redact_argv`: ``--header``
+    values, credential flags, secret ``--set KEY=VALUE`` items, URL passwords and tokens)."""
+    return ["tunelab", *redact_argv(list(argv))]
 
 
 def vllm_version() -> str:

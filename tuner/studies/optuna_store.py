@@ -5,6 +5,11 @@ and a ``postgresql://`` URL lets several GPU nodes share one study. Opened
 with heartbeats (a killed worker's point is detectable) and retries for
 workers that race to create the schema. Split from :mod:`tuner.studies.search`
 to keep that module small; ``search`` re-exports these names.
+
+The URL may hold a database password: every message shows it through
+:func:`tuner.redact.redact_url`, and a driver's error text is redacted and
+scrubbed of the password before it is shown (a driver that misparses a URL
+echoes pieces of it, a DSN echoes ``password=``).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from tuner import paths
 from tuner.errors import TunelabError
-from tuner.redact import redact_text, redact_url
+from tuner.redact import argv_secrets, redact_text, redact_url, scrub
 
 if TYPE_CHECKING:
     import optuna
@@ -65,11 +70,7 @@ def open_storage(url: str) -> optuna.storages.RDBStorage:
     # heartbeat thread is the documented way to drive them by hand.
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed")
-    if "://" not in url:
-        raise SearchError(
-            f"storage {redact_url(url)!r} is not a database URL; use sqlite:///PATH or "
-            "postgresql://USER@HOST/DB"
-        )
+    check_storage_url(url)
     url = sqlalchemy_url(url)
     engine_kwargs: dict[str, Any] = {}
     if url.startswith("sqlite"):
@@ -95,12 +96,43 @@ def open_storage(url: str) -> optuna.storages.RDBStorage:
         ) as exc:
             racing = ("already exists", "locked", "UNIQUE constraint", "duplicate key")
             if attempt == 5 or not any(word in str(exc) for word in racing):
-                raise SearchError(
-                    f"cannot open Optuna storage {redact_url(url)}: {redact_text(str(exc.orig))}"
-                ) from None
+                raise _cannot_open(url, exc.orig) from None
             time.sleep(0.2 + random.random() * 0.5)
-        except (sqlalchemy.exc.ArgumentError, ImportError) as exc:
-            raise SearchError(
-                f"cannot open Optuna storage {redact_url(url)}: {redact_text(str(exc))}"
-            ) from None
+        except (sqlalchemy.exc.ArgumentError, ImportError, ValueError) as exc:
+            # ValueError: SQLAlchemy's URL parser on a bad port ("h:notaport").
+            raise _cannot_open(url, exc) from None
     raise AssertionError("unreachable")
+
+
+def check_storage_url(url: str) -> None:
+    """Refuse a storage URL that is not a database URL or whose password SQLAlchemy would split.
+
+    SQLAlchemy ends the password at the FIRST ``@`` (``sqlalchemy.engine.url``
+    ``_parse_url``: ``password [^@]*``), so ``postgresql://u:p@ss@host/db``
+    would send ``p`` as the password to the host ``ss@host`` (a DNS lookup of
+    a piece of the password). ``/``, ``?`` and ``#`` in a password are read
+    right and pass.
+
+    Raises:
+        SearchError: Not a URL, or a raw ``@`` in the password; says how to fix it.
+    """
+    if "://" not in url:
+        raise SearchError(
+            f"storage {redact_url(url)!r} is not a database URL; use sqlite:///PATH or "
+            "postgresql://USER@HOST/DB"
+        )
+    rest = url.split("://", 1)[1]
+    userinfo = rest.rpartition("@")[0]
+    user, colon, password = userinfo.partition(":")
+    if colon and "@" in password and not any(c in user for c in "/?#"):
+        raise SearchError(
+            f"the password in the storage URL {redact_url(url)} contains '@', which "
+            "SQLAlchemy reads as the end of the password",
+            fix="percent-encode each '@' in the password as %40 (and '%' as %25)",
+        )
+
+
+def _cannot_open(url: str, exc: BaseException) -> SearchError:
+    """The error for a storage the driver refused, with no piece of the URL's password."""
+    detail = redact_text(scrub(str(exc), argv_secrets([url])))
+    return SearchError(f"cannot open Optuna storage {redact_url(url)}: {detail}")
