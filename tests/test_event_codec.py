@@ -115,3 +115,30 @@ def test_a_job_is_told_where_its_events_go(tmp_path: Path) -> None:
         time.sleep(0.1)
         table.pump()
     assert f"EVENTS={table.events_path(job)}" in table.log_path(job).read_text()
+
+
+def test_hostile_event_lines_are_skipped_not_raised(tmp_path: Path) -> None:
+    """An event file is foreign input (issue 26): deep, non-object or ill-typed lines are no event."""
+    done = event_codec.encode(ev.TrialDone(_trial()))
+    ill_typed = {**done, "trial": {**done["trial"], "results": "abc"}}
+    huge = {**done, "trial": {**done["trial"], "created_at": 10**400}}
+    deep_inside = json.dumps(done).replace('"completed": 4', '"completed": ' + "[" * 70 + "]" * 70)
+    lines = [
+        "[" * 100_000 + "]" * 100_000,
+        '{"type": "TrialLog", "trial_id": ' + '{"a":' * 100_000 + "1" + "}" * 100_000 + "}",
+        "5",
+        '"text"',
+        "[1, 2]",
+        "null",
+        json.dumps(ill_typed),
+        json.dumps(huge),
+        deep_inside,
+        json.dumps(event_codec.encode(ev.TrialQueued("t1", "s"))),
+    ]
+    path = tmp_path / "events.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    rows, offset = event_codec.read_lines(path, 0)
+    assert offset == path.stat().st_size
+    assert [type(s.event) for s in event_codec.decode_all(rows)] == [ev.TrialQueued]
+    # Rows that come from a peer (the service's answer) need not be objects either.
+    assert list(event_codec.decode_all([5, "x", None, [1], ill_typed])) == []  # type: ignore[list-item]

@@ -23,13 +23,13 @@ dataclasses for the CLI and the TUI, and a dict at the store's JSON boundary.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from tuner.bounded import loads as json_loads
 from tuner.config import COMPILATION_FIELDS
 from tuner.engine import logscan
 
@@ -270,7 +270,7 @@ def requested_knobs(engine: Mapping[str, object]) -> dict[str, object]:
     compilation = engine.get("compilation-config")
     if isinstance(compilation, str):
         try:
-            compilation = json.loads(compilation)
+            compilation = json_loads(compilation, what="compilation-config")
         except ValueError:
             compilation = None
     if isinstance(compilation, Mapping):

@@ -6,9 +6,17 @@ first divergent token the free-running continuations no longer share a
 context, so the drift is read teacher-forced (both runs scored the baseline's
 tokens through ``prompt_logprobs``, see tuner.guard.run) wherever both runs
 have that pass, and over the shared greedy prefix otherwise.
+
+Agreement is only ever read from real numbers: a run whose logprobs hold a
+NaN, an infinity, a missing value or something no log-probability can be (a
+hostile or broken server, a hand-edited store), or whose logprob count does
+not match its tokens, is "unknown" with the reason, never "same" or "close"
+(a NaN fails every ``>`` test, so a threshold alone would call it close).
 """
 
 from __future__ import annotations
+
+import math
 
 from tuner.guard.model import (
     GuardRun,
@@ -17,9 +25,10 @@ from tuner.guard.model import (
     PromptDiff,
     Thresholds,
     Verdict,
+    logprob_problem,
 )
 
-__all__ = ["Thresholds", "compare", "first_divergence"]
+__all__ = ["Thresholds", "compare", "first_divergence", "unusable"]
 
 
 def first_divergence(a: list[int], b: list[int]) -> int | None:
@@ -63,6 +72,30 @@ def _diff(base: ProbeResult, cand: ProbeResult) -> tuple[PromptDiff, bool]:
     return PromptDiff(base.prompt, div, drift, forced), identical
 
 
+def _logprobs_problem(values: list[float | None], tokens: list[int] | None) -> str | None:
+    """Why these logprobs cannot be compared (count or value), None when they can."""
+    if tokens is not None and len(values) != len(tokens):
+        return f"{len(values)} logprobs for {len(tokens)} tokens"
+    return next((p for v in values if (p := logprob_problem(v)) is not None), None)
+
+
+def unusable(run: GuardRun) -> str | None:
+    """Why ``run``'s numbers cannot be judged (no tokens, bad logprobs), None when they can."""
+    for i, probe in enumerate(run.probes, 1):
+        if not probe.token_ids:
+            return f"probe {i} has no generated tokens"
+        problem = _logprobs_problem(probe.logprobs, probe.token_ids)
+        if problem is None and probe.forced_logprobs is not None:
+            problem = _logprobs_problem(probe.forced_logprobs, probe.forced_ids or [])
+        if problem is not None:
+            return f"probe {i} has {problem}"
+    return None
+
+
+def _unknown(reason: str) -> GuardVerdict:
+    return GuardVerdict(Verdict.UNKNOWN, 0.0, (), None, reason)
+
+
 def compare(
     baseline: GuardRun, candidate: GuardRun, thresholds: Thresholds | None = None
 ) -> GuardVerdict:
@@ -74,14 +107,16 @@ def compare(
     th = thresholds or Thresholds()
     for name, run in (("baseline", baseline), ("candidate", candidate)):
         if not run.ok:
-            why = run.error or "no probes"
-            return GuardVerdict(Verdict.UNKNOWN, 0.0, (), None, f"the {name} guard failed: {why}")
+            return _unknown(f"the {name} guard failed: {run.error or 'no probes'}")
+        why = unusable(run)
+        if why is not None:
+            return _unknown(f"the {name}'s guard output is not comparable: {why}")
+    if not all(math.isfinite(v) for v in (th.max_diverged_fraction, th.max_mean_abs_dlogprob)):
+        return _unknown("the guard thresholds are not finite numbers")
     if [p.prompt for p in baseline.probes] != [p.prompt for p in candidate.probes]:
-        return GuardVerdict(Verdict.UNKNOWN, 0.0, (), None, "the two runs asked different probes")
+        return _unknown("the two runs asked different probes")
     if baseline.max_tokens != candidate.max_tokens:
-        return GuardVerdict(
-            Verdict.UNKNOWN, 0.0, (), None, "the two runs asked different token counts"
-        )
+        return _unknown("the two runs asked different token counts")
     results = [_diff(b, c) for b, c in zip(baseline.probes, candidate.probes, strict=True)]
     diffs = tuple(d for d, _ in results)
     n = len(diffs)

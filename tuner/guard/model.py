@@ -11,6 +11,32 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+# What a log-probability can be. vLLM clamps -inf to -9999.0 (prompt logprobs,
+# vllm/entrypoints/generate/base/serving.py clamp_prompt_logprobs); float32
+# log_softmax can round a certain token a hair above 0. Outside: not a logprob.
+MIN_LOGPROB = -1.0e5
+MAX_LOGPROB = 1.0e-3
+# Bounds on the other numbers of a stored guard record.
+MAX_RECORD_TOKENS = 1 << 20
+
+
+def logprob_problem(value: Any) -> str | None:
+    """Why ``value`` is no usable logprob (``"non-finite logprobs (nan)"``), None when it is.
+
+    Why so strict: a NaN compares unequal to itself and fails every ``>``
+    test, so a drift threshold would rate it "close"; text, infinities and
+    positive numbers are no log-probability either. Callers turn the reason
+    into a guard failure or an "unknown" verdict, never agreement.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        shown = repr(value)[:40] if isinstance(value, str | bool | None) else "a JSON container"
+        return f"a logprob that is not a number ({shown})"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"non-finite logprobs ({value})"
+    if not MIN_LOGPROB <= value <= MAX_LOGPROB:
+        return f"an impossible logprob ({str(value)[:24]}; a logprob is at most 0)"
+    return None
+
 
 class Verdict(StrEnum):
     """How a candidate's outputs compare with the baseline's."""
@@ -28,13 +54,34 @@ def _floats(raw: Any, what: str) -> list[float | None]:
     for v in raw:
         if v is None:
             out.append(None)
-        elif isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
-            out.append(float(v))
-        elif isinstance(v, int | float) and not isinstance(v, bool):
-            out.append(None)  # -inf logprob of an impossible token: no number to compare
+        elif isinstance(v, float) or (isinstance(v, int) and not isinstance(v, bool)):
+            # NaN, infinities and absurd values are kept as read: compare() calls such a
+            # run "unknown" and says why (tuner.guard.compare.unusable). An int outside a
+            # logprob's range stays an int (float() of a huge one raises OverflowError).
+            out.append(
+                v if isinstance(v, int) and not MIN_LOGPROB <= v <= MAX_LOGPROB else float(v)
+            )
         else:
-            raise ValueError(f"{what} holds a non-number: {v!r}")
+            raise ValueError(f"{what} holds a non-number: {str(v)[:40]!r}")
     return out
+
+
+def _text(raw: Any, what: str) -> str:
+    if not isinstance(raw, str):
+        raise ValueError(f"{what} is not text")
+    return raw
+
+
+def _count(raw: Any, what: str) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int) or not 0 <= raw <= MAX_RECORD_TOKENS:
+        raise ValueError(f"{what} is not a token count: {str(raw)[:40]}")
+    return raw
+
+
+def _seconds(raw: Any) -> float:
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
+        raise ValueError(f"guard seconds is not a finite number: {str(raw)[:40]}")
+    return float(raw)
 
 
 def _ints(raw: Any, what: str) -> list[int]:
@@ -176,7 +223,7 @@ class GuardRun:
 
     @classmethod
     def from_dict(cls, data: Any) -> GuardRun:
-        """Inverse of to_dict; ValueError on a malformed record."""
+        """Inverse of to_dict; ValueError on a malformed record (a stored row is foreign data)."""
         if not isinstance(data, dict):
             raise ValueError("a guard run is not an object")
         probes = data.get("probes", [])
@@ -186,12 +233,12 @@ class GuardRun:
         ref = data.get("reference")
         th = data.get("thresholds")
         return cls(
-            model=str(data.get("model", "")),
-            max_tokens=int(data.get("max_tokens", 0)),
+            model=_text(data.get("model", ""), "guard model"),
+            max_tokens=_count(data.get("max_tokens", 0), "guard max_tokens"),
             probes=[ProbeResult.from_dict(p) for p in probes],
-            seconds=float(data.get("seconds", 0.0)),
-            error=None if error is None else str(error),
-            reference=None if ref is None else str(ref),
+            seconds=_seconds(data.get("seconds", 0.0)),
+            error=None if error is None else _text(error, "guard error"),
+            reference=None if ref is None else _text(ref, "guard reference"),
             thresholds=None if th is None else Thresholds.from_dict(th),
         )
 

@@ -19,7 +19,14 @@ limits):
    ``skip_reading_prefix_cache`` defaults to ``prompt_logprobs is not None``),
    so every position is computed and scored, whatever the trial's caching knob.
 
-A bad answer never raises: the GuardRun carries the reason instead.
+A bad answer never raises: the GuardRun carries the reason instead. The
+answer is foreign input (issue 26): it is parsed depth-limited
+(:func:`tuner.bounded.loads`: a reply nested 10^5 levels deep raised
+``RecursionError`` and left a finished trial ``interrupted``), and every
+logprob must be a finite number a log-probability can be
+(:func:`tuner.guard.model.logprob_problem`): a NaN, an infinity, a string or a
+positive number is a guard failure with the reason, never a value that could
+compare as "close".
 """
 
 from __future__ import annotations
@@ -28,8 +35,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from tuner.bench.control import ControlClient, ControlError
-from tuner.guard.model import GuardRun, ProbeResult
+from tuner import bounded
+from tuner.bench.control import ControlAnswer, ControlClient, ControlError
+from tuner.guard.model import GuardRun, ProbeResult, logprob_problem
 from tuner.guard.probes import BUILTIN_PROBES, DEFAULT_GUARD_TOKENS
 
 REQUEST_TIMEOUT_S = 60.0
@@ -55,10 +63,26 @@ def _int_list(raw: Any, what: str) -> list[int]:
     return list(raw)
 
 
-def _number(raw: Any) -> float | None:
-    if isinstance(raw, int | float) and not isinstance(raw, bool):
-        return float(raw)
-    return None
+def _json(ans: ControlAnswer) -> Any:
+    """The answer's body as JSON, depth-limited; _BadAnswer when it is not usable JSON."""
+    if not ans.body.strip():
+        raise _BadAnswer("answered with an empty body")
+    try:
+        return bounded.loads(ans.body, what="server's answer")
+    except bounded.InputTooLargeError:
+        raise _BadAnswer(
+            f"answered with JSON nested more than {bounded.MAX_JSON_DEPTH} levels deep"
+        ) from None
+    except ValueError:  # JSONDecodeError, UnicodeDecodeError
+        raise _BadAnswer(f"answered with non-JSON text: {ans.body[:80]!r}") from None
+
+
+def _logprob(raw: Any, where: str) -> float:
+    """A logprob of the answer, or _BadAnswer: NaN, inf, text or > 0 never count as agreement."""
+    problem = logprob_problem(raw)
+    if problem is not None:
+        raise _BadAnswer(f"the server returned {problem} {where}")
+    return float(raw)
 
 
 def _parse_greedy(prompt: str, answer: Any, max_tokens: int) -> ProbeResult:
@@ -67,11 +91,16 @@ def _parse_greedy(prompt: str, answer: Any, max_tokens: int) -> ProbeResult:
     prompt_ids = _int_list(choice.get("prompt_token_ids"), "prompt_token_ids")
     if len(token_ids) > max_tokens:
         raise _BadAnswer(f"answer has {len(token_ids)} tokens, {max_tokens} were asked")
+    if not token_ids:
+        raise _BadAnswer("answer has no generated tokens (ignore_eos asked for them)")
     lp = choice.get("logprobs")
     raw = lp.get("token_logprobs") if isinstance(lp, dict) else None
     if not isinstance(raw, list) or len(raw) != len(token_ids):
         raise _BadAnswer("answer's logprobs do not match its tokens")
-    return ProbeResult(prompt, prompt_ids, token_ids, [_number(v) for v in raw])
+    logprobs: list[float | None] = [
+        _logprob(v, f"for generated token {i}") for i, v in enumerate(raw)
+    ]
+    return ProbeResult(prompt, prompt_ids, token_ids, logprobs)
 
 
 def _parse_forced(answer: Any, prompt_len: int, forced: list[int]) -> list[float | None]:
@@ -79,9 +108,11 @@ def _parse_forced(answer: Any, prompt_len: int, forced: list[int]) -> list[float
     if not isinstance(raw, list) or len(raw) != prompt_len + len(forced):
         raise _BadAnswer("answer has no prompt_logprobs for every prompt token")
     out: list[float | None] = []
-    for token, entry in zip(forced, raw[prompt_len:], strict=True):
+    for i, (token, entry) in enumerate(zip(forced, raw[prompt_len:], strict=True)):
         item = entry.get(str(token)) if isinstance(entry, dict) else None
-        out.append(_number(item.get("logprob")) if isinstance(item, dict) else None)
+        if not isinstance(item, dict):
+            raise _BadAnswer(f"teacher-forced answer lacks the logprob of token {i}")
+        out.append(_logprob(item.get("logprob"), f"for teacher-forced token {i}"))
     return out
 
 
@@ -110,7 +141,7 @@ async def _probe(
     )
     if ans.status != 200:
         raise _BadAnswer(f"answered HTTP {ans.status}: {ans.body[:120]!r}")
-    result = _parse_greedy(prompt, ans.json(), max_tokens)
+    result = _parse_greedy(prompt, _json(ans), max_tokens)
     forced = result.token_ids if reference is None else reference
     if not forced:
         return result
@@ -131,7 +162,7 @@ async def _probe(
     if ans.status != 200:
         raise _BadAnswer(f"teacher-forced pass answered HTTP {ans.status}: {ans.body[:120]!r}")
     result.forced_ids = list(forced)
-    result.forced_logprobs = _parse_forced(ans.json(), len(result.prompt_ids), forced)
+    result.forced_logprobs = _parse_forced(_json(ans), len(result.prompt_ids), forced)
     return result
 
 
@@ -168,6 +199,13 @@ async def run_probes(
             run.probes.append(await _probe(client, model, prompt, max_tokens, ref.get(prompt)))
     except (ControlError, _BadAnswer) as exc:
         run.error = f"probe {len(run.probes) + 1}/{len(probes)}: {exc}"
+    except (ValueError, TypeError, OverflowError, RecursionError, MemoryError) as exc:
+        # Whatever else a hostile answer provokes is still a failed guard with its
+        # reason, never an exception that ends a trial whose results are measured.
+        run.error = (
+            f"probe {len(run.probes) + 1}/{len(probes)}: the server's answer could not be "
+            f"read ({type(exc).__name__}: {str(exc)[:120]})"
+        )
     finally:
         await client.aclose()
         run.seconds = time.monotonic() - t0

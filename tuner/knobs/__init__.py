@@ -11,12 +11,12 @@ stronger source where it is available and is compared against this view by
 from __future__ import annotations
 
 import difflib
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from tuner.bounded import loads as json_loads
 from tuner.config import ConfigError, parse_value, split_assignment
 from tuner.knobs.catalogue import GROUP_ORDER, GROUP_TITLES, KNOBS
 from tuner.knobs.types import Knob, KnobKind, Platform, ValueType
@@ -260,11 +260,11 @@ def coerce(key: str, text: str, *, allowed: Iterable[str] | None = None) -> Any:
         return value
     if knob.type is ValueType.JSON:
         try:
-            return json.loads(raw)
-        except json.JSONDecodeError as exc:
+            return json_loads(raw, what=knob.key)
+        except ValueError as exc:
             raise ConfigError(
                 f"{knob.key} takes a JSON value, for example {knob.extra.get('example', '{...}')}; "
-                f"{text!r} is not valid JSON ({exc.msg})"
+                f"{text[:80]!r} is not valid JSON ({getattr(exc, 'msg', exc)})"
             ) from None
     if knob.type is ValueType.CHOICE:
         options = tuple(allowed) if allowed is not None else choices_for(knob)

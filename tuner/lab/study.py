@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 
+from tuner import bounded
 from tuner.config import EngineValue
 from tuner.export.render import export
 from tuner.export.trial import preset_from_trial
@@ -117,6 +118,26 @@ def higher_is_better(metric: str) -> bool:
     return metric_direction(metric) is Direction.HIGHER
 
 
+def _ab_ids(raw: str | None) -> dict[str, list[str]] | None:
+    """The remembered A/B's trial ids per arm; None when unset or not in remember_ab's form.
+
+    The store is foreign data (a hand-edited or hostile file): depth-limited
+    parsing, and anything but ``{"A": [ids], "B": [ids]}`` is no remembered A/B.
+    """
+    if not raw:
+        return None
+    try:
+        ids = bounded.loads(raw, what="remembered A/B")
+    except ValueError:  # not JSON, or nested too deeply (InputTooLargeError)
+        return None
+    if not isinstance(ids, dict) or not all(
+        arm in ("A", "B") and isinstance(v, list) and all(isinstance(i, str) for i in v)
+        for arm, v in ids.items()
+    ):
+        return None
+    return ids
+
+
 class Study:
     """One study in a trial store, as the faces query it.
 
@@ -190,10 +211,9 @@ class Study:
 
     def last_ab(self, trials: Sequence[Trial] | None = None) -> ABReport | None:
         """The report of the study's last A/B, rebuilt from its stored trials by build_report."""
-        raw = self._setting(LAST_AB_KEY)
-        if not raw:
+        ids = _ab_ids(self._setting(LAST_AB_KEY))
+        if ids is None:
             return None
-        ids: dict[str, list[str]] = json.loads(raw)
         by_id = {t.id: t for t in (self.trials() if trials is None else trials)}
         chosen = [by_id[i] for arm in ("A", "B") for i in ids.get(arm, []) if i in by_id]
         if not chosen:

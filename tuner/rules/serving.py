@@ -14,6 +14,7 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
+from tuner.bounded import loads as json_loads
 from tuner.model.fit import DEFAULT_OVERHEAD_BYTES, GIB, weights_per_gpu
 from tuner.rules.base import Context, rule
 from tuner.rules.facts import R0, R1, R2
@@ -43,7 +44,7 @@ def _json_dict(value: Any) -> dict[str, Any] | None:
         return value
     if isinstance(value, str):
         try:
-            parsed = json.loads(value)
+            parsed = json_loads(value)
         except ValueError:
             return None
         return parsed if isinstance(parsed, dict) else None

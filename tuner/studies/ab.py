@@ -169,23 +169,7 @@ def build_report(
         for t in trials
         if t.arm in arms and value_of(t, objective) is None
     ]
-    notes = [
-        f"{t.arm}/{t.repeat}: {warning}"
-        for t in trials
-        if t.arm in arms and (warning := delivery_warning(t.results or {}, short=True))
-    ]
-    # A repeat measured while others took the CPU (issue 17: contamination).
-    notes.extend(
-        f"{t.arm}/{t.repeat}: host: {note}"
-        for t in trials
-        if t.arm in arms and (note := host_note(t.results or {}))
-    )
-    notes.extend(sample_notes(arms))
-    notes.extend(gpu_effects(arms["A"] + arms["B"], objective))
-    # What each arm ran on (issue 17): an upgrade or a power cap between arms is named.
-    notes.extend(arm_notes({arm: [t.environment for t in ts] for arm, ts in arms.items()}))
-    # What vLLM really ran in each arm, not only what was asked (issue 14).
-    notes.extend(f"ran: {d.note()}" for d in arms_differences(arms["A"], arms["B"]))
+    notes = _notes(trials, arms, objective)
     names = [objective, *[m for m in metrics if m != objective]]
     starved = [
         arm for arm, ts in arms.items() if any(delivery_warning(t.results or {}) for t in ts)
@@ -225,19 +209,62 @@ def build_report(
     )
 
 
+def _notes(trials: Sequence[Trial], arms: dict[str, list[Trial]], objective: str) -> list[str]:
+    """What the reader must know beside the figures: starved or contaminated repeats, too few
+    samples, an unusable stored design, GPU and environment differences, what vLLM ran."""
+    notes = [
+        f"{t.arm}/{t.repeat}: {warning}"
+        for t in trials
+        if t.arm in arms and (warning := delivery_warning(t.results or {}, short=True))
+    ]
+    # A repeat measured while others took the CPU (issue 17: contamination).
+    notes.extend(
+        f"{t.arm}/{t.repeat}: host: {note}"
+        for t in trials
+        if t.arm in arms and (note := host_note(t.results or {}))
+    )
+    notes.extend(sample_notes(arms))
+    unusable_design = stored_design(arms["A"] + arms["B"])[1]
+    if unusable_design:
+        notes.append(unusable_design)
+    notes.extend(gpu_effects(arms["A"] + arms["B"], objective))
+    # What each arm ran on (issue 17): an upgrade or a power cap between arms is named.
+    notes.extend(arm_notes({arm: [t.environment for t in ts] for arm, ts in arms.items()}))
+    # What vLLM really ran in each arm, not only what was asked (issue 14).
+    notes.extend(f"ran: {d.note()}" for d in arms_differences(arms["A"], arms["B"]))
+    return notes
+
+
 def design_of(trials: Sequence[Trial]) -> SequentialDesign | None:
     """The sequential design the trials were run under (from their tags), None for a fixed A/B."""
+    return stored_design(trials)[0]
+
+
+def stored_design(trials: Sequence[Trial]) -> tuple[SequentialDesign | None, str | None]:
+    """The stored sequential design, and why it is ignored when a tag holds an unusable one.
+
+    A store is foreign data: a design whose spending, alpha or repeats make no
+    sense (hand-edited, hostile) must not end the report; the A/B is then
+    judged as a fixed design and the note says so.
+    """
     for t in trials:
         raw = t.tags.get("sequential")
         if isinstance(raw, dict):
-            return SequentialDesign(
-                max_repeats=int(raw["max_repeats"]),
-                alpha=float(raw["alpha"]),
-                spending=Spending(raw["spending"]),
-                equivalence=raw.get("equivalence"),
-                pooled=bool(raw.get("pooled", False)),  # absent in A/Bs stored before it
-            )
-    return None
+            try:
+                return SequentialDesign(
+                    max_repeats=int(raw["max_repeats"]),
+                    alpha=float(raw["alpha"]),
+                    spending=Spending(raw["spending"]),
+                    equivalence=raw.get("equivalence"),
+                    pooled=bool(raw.get("pooled", False)),  # absent in A/Bs stored before it
+                ), None
+            except (ValueError, TypeError, KeyError, OverflowError) as exc:
+                why = " ".join(str(exc).split())[:160]
+                return None, (
+                    f"the sequential design stored with trial {t.short_id} cannot be used "
+                    f"({why}): judged as a fixed A/B"
+                )
+    return None, None
 
 
 def replay_looks(trials: Sequence[Trial], objective: str) -> list[Look]:

@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any
 from tuner.errors import TunelabError
 from tuner.studies.common import meets, point_key, value_of
 from tuner.studies.pruning import is_pruned
-from tuner.studies.space import Constraint, parse_constraint
+from tuner.studies.space import Constraint, SpaceError, parse_constraint
 from tuner.studies.stats import (
     Comparison,
     Direction,
+    StatsError,
     Verdict,
     compare,
     format_relative,
@@ -99,11 +100,24 @@ class WinnerReport:
 
 
 def study_constraints(trials: Sequence[Trial]) -> list[Constraint]:
-    """The SLO a study recorded in its trials' tags (``slo``), if any."""
+    """The SLO a study recorded in its trials' tags (``slo``), if any.
+
+    Raises:
+        WinnerError: the recorded SLO does not parse (a hand-edited or hostile
+            store): the winner is not named against a guessed SLO.
+    """
     for t in trials:
         slo = t.tags.get("slo")
         if slo:
-            return [parse_constraint(s) for s in slo]
+            try:
+                return [parse_constraint(s) for s in slo]
+            except (SpaceError, TypeError) as exc:
+                fix = "pass the SLO to judge by with --slo METRIC<=VALUE"
+                raise WinnerError(
+                    f"trial {t.short_id} of the study records an SLO that cannot be read "
+                    f"({exc}); {fix}",
+                    fix=fix,
+                ) from None
     return []
 
 
@@ -195,7 +209,14 @@ def pick_winner(
             f"study {study!r} has no trials; run `tunelab tune` or `tunelab sweep` first"
         )
     goal = objective or trials[0].objective
-    way = metric_direction(goal)
+    try:
+        way = metric_direction(goal)
+    except StatsError:  # a stored objective no tunelab writes (a hand-edited or hostile store)
+        raise WinnerError(
+            f"study {study!r} is ranked by {goal[:80]!r}, of which tunelab cannot tell whether "
+            "higher or lower is better; pass --objective with a result key such as "
+            "output_throughput or p99_ttft_ms"
+        ) from None
     slo = list(constraints) if constraints is not None else study_constraints(trials)
     points, excluded = _qualifying(trials, goal, slo)
     if not points:

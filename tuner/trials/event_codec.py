@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
+from tuner import bounded
 from tuner.errors import TunelabError
 from tuner.rules.types import Finding
 from tuner.trials.events import (
@@ -151,8 +152,13 @@ def read_lines(path: Path, offset: int, limit: int = 1 << 20) -> tuple[list[dict
     end = chunk.rfind(b"\n") + 1
     rows = []
     for line in chunk[:end].splitlines():
+        # Depth-limited (a line nested 10^5 deep raised RecursionError); a line that is
+        # not a JSON object is no event: skipped like a torn one (InputTooLargeError
+        # and UnicodeDecodeError are ValueErrors too).
         with contextlib.suppress(ValueError):
-            rows.append(json.loads(line))
+            row = bounded.loads(line, what="event line")
+            if isinstance(row, dict):
+                rows.append(row)
     return rows, offset + end
 
 
@@ -167,6 +173,8 @@ def decode_all(rows: list[dict[str, Any]]) -> Iterator[Stamped]:
     """The events among ``rows``, each with its time; lines this tunelab cannot read are
     skipped, not fatal."""
     for row in rows:
+        if not isinstance(row, dict):  # a peer's answer: not every row need be an object
+            continue
         with contextlib.suppress(EventDecodeError):
             at = row.get(AT)
             yield Stamped(decode(row), float(at) if isinstance(at, int | float) else None)

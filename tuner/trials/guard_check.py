@@ -34,8 +34,9 @@ def guard_of(trial: Trial) -> GuardRun | None:
         return None
     try:
         return GuardRun.from_dict(trial.guard)
-    except (ValueError, TypeError) as exc:
-        return GuardRun(model="", max_tokens=0, error=f"stored guard record unreadable: {exc}")
+    except (ValueError, TypeError, OverflowError) as exc:
+        why = " ".join(str(exc).split())[:200]
+        return GuardRun(model="", max_tokens=0, error=f"stored guard record unreadable: {why}")
 
 
 def _unknown(reason: str) -> GuardVerdict:

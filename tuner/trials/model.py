@@ -21,6 +21,7 @@ from typing import Any
 from tuner.bench.workload import Workload
 from tuner.config import EngineConfig
 from tuner.rules.types import Finding
+from tuner.trials.shapes import MAX_MEASURED, check_trial
 
 DEFAULT_STUDY = "default"
 DEFAULT_OBJECTIVE = "output_throughput"
@@ -238,7 +239,16 @@ class Trial:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Trial:
-        """Inverse of to_dict (derived keys are ignored; unknown keys are an error)."""
+        """Inverse of to_dict (derived keys are ignored; unknown keys are an error).
+
+        Every field must have the shape its producer writes (tuner.trials.shapes):
+        a stored or streamed trial is foreign data, and its readers do arithmetic.
+
+        Raises:
+            ValueError: an unknown field, or one of the wrong shape (``ShapeError``).
+            TypeError: a config or workload that does not fit its dataclass.
+        """
+        check_trial(data)
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k not in ("config_id", "objective_value")}
         unknown = set(values) - known
@@ -255,13 +265,34 @@ class Trial:
         return cls(**values)
 
 
+# What a measured figure can be: at most MAX_MEASURED (tuner.trials.shapes) and, unless
+# it is 0, not below 1e-30. A stored 1e308 or 5e-324 is corruption, and the statistics
+# over it (squares, log ratios, exp) overflow.
+MIN_MEASURED = 1e-30
+
+
+def measured(value: Any) -> float | None:
+    """``value`` as a float when it can be a measured figure (see MAX_MEASURED), else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, int):  # compared exactly: float() of a huge int overflows
+        return float(value) if abs(value) <= MAX_MEASURED else None
+    if not math.isfinite(value):
+        return None
+    if value != 0 and not MIN_MEASURED <= abs(value) <= MAX_MEASURED:
+        return None
+    return value
+
+
 def metric(trial: Trial, key: str) -> float | None:
-    """A numeric result of ``trial`` by vLLM bench key (also ``tokens_per_joule``, ``energy_j``...)."""
-    sources = [trial.results or {}, trial.telemetry or {}]
+    """A numeric result of ``trial`` by vLLM bench key (also ``tokens_per_joule``, ``energy_j``...).
+
+    None when missing, not a number, not finite or beyond what a measurement can
+    be (:func:`measured`): a hand-edited or hostile row ranks nowhere.
+    """
+    sources = [trial.results, trial.telemetry]
     for source in sources:
-        value = source.get(key)
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            continue
-        if math.isfinite(value):
-            return float(value)
+        value = measured(source.get(key)) if isinstance(source, dict) else None
+        if value is not None:
+            return value
     return None

@@ -16,8 +16,6 @@ telemetry ...) are JSON columns, readable with any SQLite client.
 from __future__ import annotations
 
 import contextlib
-import json
-import math
 import os
 import sqlite3
 import threading
@@ -30,12 +28,18 @@ from typing import Any
 import psutil
 
 from tuner import paths
-from tuner.bench.workload import Workload
-from tuner.config import EngineConfig
 from tuner.errors import TunelabError
 from tuner.trials.export import to_csv, to_json
 from tuner.trials.model import Trial, TrialStatus
-from tuner.trials.rows import BadRow, StoreScan, UnreadableRow, known_keys, one_line
+from tuner.trials.rows import (
+    JSON_FIELDS,
+    SCALAR_FIELDS,
+    BadRow,
+    StoreScan,
+    UnreadableRow,
+    row_values,
+    trial_from_row,
+)
 
 # 2: the study_settings table (a study's chosen baseline; tuner.lab.study).
 # 3: the ``effective`` column (requested vs effective config, tuner.engine.effective).
@@ -46,46 +50,6 @@ SCHEMA_VERSION = 6
 DB_NAME = "tunelab.db"
 BUSY_TIMEOUT_S = 30.0
 
-# Nested fields stored as JSON text.
-JSON_FIELDS = (
-    "config",
-    "workload",
-    "findings",
-    "results",
-    "server",
-    "telemetry",
-    "gpu_names",
-    "tags",
-    "timings",
-    "effective",
-    "guard",
-    "environment",
-)
-# Scalar fields stored as plain columns (status as its string value).
-SCALAR_FIELDS = (
-    "study",
-    "objective",
-    "status",
-    "backend_requested",
-    "backend_actual",
-    "backend_inferred",
-    "startup_seconds",
-    "vllm_version",
-    "platform",
-    "gpu_slot",
-    "log_path",
-    "failure_reason",
-    "created_at",
-    "started_at",
-    "finished_at",
-    "arm",
-    "repeat",
-    "engine_pid",
-    "engine_created",
-    "engine_token",
-    "owner_pid",
-    "owner_created",
-)
 _TYPES = {
     "backend_inferred": "INTEGER",
     "startup_seconds": "REAL",
@@ -99,6 +63,8 @@ _TYPES = {
     "owner_created": "REAL",
 }
 _COLUMNS = ("id", "config_id", *SCALAR_FIELDS, *JSON_FIELDS)
+# SQL: the row's created_at is a number a clock could give (not text, a blob or inf).
+_FINITE_TIME = "typeof(created_at) IN ('integer', 'real') AND abs(created_at) < 1e15"
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS trials (
@@ -155,18 +121,6 @@ class StudySummary:
 def default_path() -> Path:
     """``data_dir()/tunelab.db`` (moved wholesale by TUNELAB_HOME)."""
     return paths.data_dir() / DB_NAME
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, default=_json_default, allow_nan=True, sort_keys=False)
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, set | tuple | frozenset):
-        return list(value)
-    return str(value)
 
 
 class TrialStore:
@@ -257,53 +211,6 @@ class TrialStore:
                     conn.execute(f"ALTER TABLE trials ADD COLUMN {name} {_TYPES.get(name, 'TEXT')}")
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
-    # -- rows --------------------------------------------------------------------
-    @staticmethod
-    def _row_values(trial: Trial) -> dict[str, Any]:
-        data = trial.to_dict()
-        out: dict[str, Any] = {"id": trial.id, "config_id": trial.config_id}
-        for name in SCALAR_FIELDS:
-            value = data[name]
-            out[name] = int(value) if isinstance(value, bool) else value
-        for name in JSON_FIELDS:
-            value = data[name]
-            out[name] = None if value is None else _json(value)
-        return out
-
-    @staticmethod
-    def _from_row(row: sqlite3.Row) -> Trial:
-        """The trial of one row.
-
-        Keys a newer tunelab may add inside the workload or config JSON are
-        dropped (an older tunelab reads what it knows); anything else that
-        does not parse raises :class:`UnreadableRow`.
-        """
-        try:
-            data: dict[str, Any] = {"id": row["id"]}
-            for name in SCALAR_FIELDS:
-                data[name] = row[name]
-            data["backend_inferred"] = bool(data["backend_inferred"])
-            for name in JSON_FIELDS:
-                raw = row[name]
-                data[name] = None if raw is None else json.loads(raw)
-            for name in ("findings", "gpu_names"):
-                data[name] = data[name] or []
-            for name in ("tags", "timings"):
-                data[name] = data[name] or {}
-            if data["status"] not in TrialStatus.__members__.values():
-                raise UnreadableRow(
-                    str(row["id"]), f"unknown status {data['status']!r} (from a newer tunelab?)"
-                )
-            data["workload"] = known_keys(data["workload"], Workload, "workload")
-            data["config"] = known_keys(data["config"], EngineConfig, "config")
-            return Trial.from_dict(data)
-        except UnreadableRow as exc:
-            raise UnreadableRow(str(row["id"]), exc.reason) from None
-        except json.JSONDecodeError as exc:
-            raise UnreadableRow(str(row["id"]), f"bad JSON ({exc.msg})") from None
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            raise UnreadableRow(str(row["id"]), one_line(str(exc)) or type(exc).__name__) from None
-
     # -- writing -----------------------------------------------------------------
     def add(self, trial: Trial) -> Trial:
         """Inserts a new trial (its current state), committed at once.
@@ -311,7 +218,7 @@ class TrialStore:
         Raises:
             StoreError: When a trial with that id is already stored.
         """
-        values = self._row_values(trial)
+        values = row_values(trial)
         cols = ", ".join(values)
         marks = ", ".join("?" for _ in values)
         try:
@@ -326,7 +233,7 @@ class TrialStore:
 
     def save(self, trial: Trial) -> Trial:
         """Writes every field of ``trial`` (insert or replace), committed at once."""
-        values = self._row_values(trial)
+        values = row_values(trial)
         sets = ", ".join(f"{k} = excluded.{k}" for k in values if k != "id")
         cols = ", ".join(values)
         marks = ", ".join("?" for _ in values)
@@ -410,7 +317,7 @@ class TrialStore:
 
     def _read_one(self, row: sqlite3.Row) -> Trial:
         try:
-            return self._from_row(row)
+            return trial_from_row(row)
         except UnreadableRow as exc:
             raise StoreError(
                 f"trial {exc.trial_id} in {self.path} cannot be read ({exc.reason}); "
@@ -450,26 +357,34 @@ class TrialStore:
         bad: list[BadRow] = []
         for row in rows:
             try:
-                trials.append(self._from_row(row))
+                trials.append(trial_from_row(row))
             except UnreadableRow as exc:
                 bad.append(BadRow(exc.trial_id, exc.reason))
         return StoreScan(trials, bad)
 
     def studies(self) -> list[StudySummary]:
-        """Every study with its trial counts per status, oldest first."""
+        """Every study with its trial counts per status, oldest first.
+
+        A row whose study is not text or whose time is not a number (a hostile
+        or corrupted row, which :meth:`scan` names) gives no study and no time.
+        """
+        when = f"CASE WHEN {_FINITE_TIME} THEN created_at END"
         with self._lock:
             rows = self._conn.execute(
-                "SELECT study, status, COUNT(*) AS n, MIN(created_at) AS first, MAX(created_at) AS last "
-                "FROM trials GROUP BY study, status"
+                f"SELECT study, status, COUNT(*) AS n, MIN({when}) AS first, MAX({when}) AS last "
+                "FROM trials WHERE typeof(study) = 'text' GROUP BY study, status"
             ).fetchall()
         grouped: dict[str, dict[str, Any]] = {}
         for r in rows:
-            entry = grouped.setdefault(
-                r["study"], {"counts": {}, "first": r["first"], "last": r["last"]}
-            )
-            entry["counts"][r["status"]] = r["n"]
-            entry["first"] = min(entry["first"], r["first"])
-            entry["last"] = max(entry["last"], r["last"])
+            entry = grouped.setdefault(r["study"], {"counts": {}, "first": None, "last": None})
+            entry["counts"][str(r["status"])] = r["n"]
+            if r["first"] is not None:
+                first, last = entry["first"], entry["last"]
+                entry["first"] = r["first"] if first is None else min(first, r["first"])
+                entry["last"] = r["last"] if last is None else max(last, r["last"])
+        for entry in grouped.values():
+            entry["first"] = 0.0 if entry["first"] is None else entry["first"]
+            entry["last"] = 0.0 if entry["last"] is None else entry["last"]
         out = [
             StudySummary(name, sum(e["counts"].values()), e["counts"], e["first"], e["last"])
             for name, e in grouped.items()
@@ -544,7 +459,7 @@ class TrialStore:
                 trial.finished_at = trial.finished_at or time.time()
                 trial.engine_pid = trial.engine_created = None
                 trial.engine_token = None
-                values = self._row_values(trial)
+                values = row_values(trial)
                 sets = ", ".join(f"{k} = ?" for k in values if k != "id")
                 conn.execute(
                     f"UPDATE trials SET {sets}, updated_at = ? WHERE id = ?",
