@@ -71,6 +71,21 @@ async def test_every_request_failing_fails_the_trial_with_the_reason(tmp_path: P
     assert elapsed < 15
 
 
+async def test_a_server_failing_every_request_stops_the_trial_early(tmp_path: Path) -> None:
+    """The trial's benchmark gets the same guard as `tunelab bench` (issue 26): 400 requests
+    that all fail end after 20 in a row, with the server's reason, not after all 400."""
+    plan = {
+        "ttft_ms": 5,
+        "itl_ms": 1,
+        "faults": [{"every": 1, "kind": "http", "status": 503, "message": "overloaded"}],
+    }
+    wl = Workload(input_len=8, output_len=8, num_prompts=400, concurrency=2)
+    trial, _ = await run_against(plan, wl, tmp_path)
+    assert trial.status is TrialStatus.FAILED
+    reason = trial.failure_reason or ""
+    assert "stopped after 20 consecutive failed requests: HTTP 503: overloaded" in reason, reason
+
+
 async def test_stalling_requests_are_cut_counted_and_never_hang_the_trial(tmp_path: Path) -> None:
     """Every 8th stream stops after 2 tokens for 60 s; the stall timeout (0.5 s) cuts it."""
     plan = {

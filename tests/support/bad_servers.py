@@ -7,8 +7,12 @@ server except where ``faults`` say otherwise (issue 19's hostile-server
 sweep): /v1/models shapes, /tokenize answers, chat-only, no usage, no or
 broken /metrics, HTTP 500s, never-ending or trickling streams, endless
 headers or events, bytes split at every boundary, lying usage counts and
-markup in server text. Every loop here is bounded (by a byte or time cap),
-so a client bug shows up as a failed assertion, never a hung test.
+markup in server text; and issue 26's: odd status lines and non-HTTP answers
+(``reply=``, see ODD_REPLIES), whole servers that speak TLS or HTTP/2 or just
+hang up (``protocol=``), chunk floods, keep-alive trickles, deeply nested
+JSON, absurd usage numbers and servers failing every request. Every loop here
+is bounded (by a byte or time cap), so a client bug shows up as a failed
+assertion, never a hung test.
 """
 
 from __future__ import annotations
@@ -24,6 +28,47 @@ from typing import Any
 MODEL = "bad-model"
 WRITE_CAP_BYTES = 64 * 1024 * 1024  # no endless writer sends more than this
 WRITE_CAP_S = 30.0  # nor for longer than this
+DEEP = 100_000  # nesting of the deeply nested JSON answers (far beyond Python's recursion limit)
+
+# A TLS alert record (what a TLS server may send a client that spoke plain HTTP to it).
+TLS_ALERT = b"\x15\x03\x03\x00\x02\x02\x46"
+# An HTTP/2-only server's answer to an HTTP/1.1 request: SETTINGS, then GOAWAY(PROTOCOL_ERROR).
+H2_FRAMES = (
+    b"\x00\x00\x06\x04\x00\x00\x00\x00\x00\x00\x03\x00\x00\x00\x64"
+    b"\x00\x00\x08\x07\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01"
+)
+_SSE_BODY = b'data: {"choices":[{"index":0,"text":" t0"}]}\n\ndata: [DONE]\n\n'
+_JSON_BODY = b'{"choices":[{"index":0,"text":" t0"}],"usage":null}'  # stream: true ignored
+
+# Raw answers to a streaming request (the connection is closed after each): status
+# lines and bodies no OpenAI-compatible server sends.
+ODD_REPLIES: dict[str, bytes] = {
+    "switching_101": b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+    b"Connection: Upgrade\r\n\r\n\x81\x05hello",
+    "switching_101_bare": b"HTTP/1.1 101 Switching Protocols\r\n\r\n" + _SSE_BODY,
+    "continue_100_only": b"HTTP/1.1 100 Continue\r\n\r\n",
+    "early_hints_103_only": b"HTTP/1.1 103 Early Hints\r\nLink: </x>; rel=preload\r\n\r\n",
+    "endless_100": b"HTTP/1.1 100 Continue\r\n\r\n" * 4000,
+    "no_content_204_with_body": b"HTTP/1.1 204 No Content\r\ncontent-length: "
+    + str(len(_SSE_BODY)).encode()
+    + b"\r\n\r\n"
+    + _SSE_BODY,
+    "not_modified_304_with_body": b"HTTP/1.1 304 Not Modified\r\n\r\n" + _SSE_BODY,
+    "no_status_line": b"content-type: text/event-stream\r\n\r\n" + _SSE_BODY,
+    "http09": _SSE_BODY,
+    "status_999": b"HTTP/1.1 999 Odd\r\ncontent-length: 2\r\n\r\nno",
+    "status_text": b"HTTP/1.1 abc OK\r\ncontent-length: 0\r\n\r\n",
+    "http_3_0": b"HTTP/3.0 200 OK\r\n\r\n" + _SSE_BODY,
+    "binary": b"\x00\xff\xfe\x01garbage\r\n\r\n",
+    "json_not_stream": b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+    b"content-length: %d\r\n\r\n%s" % (len(_JSON_BODY), _JSON_BODY),
+    "tls_alert": TLS_ALERT,
+    "http2_frames": H2_FRAMES,
+    "bare_close": b"",
+}
+
+# Whole-connection behaviours (every path): bytes sent at once, then the connection closed.
+PROTOCOLS: dict[str, bytes] = {"tls": TLS_ALERT, "h2": H2_FRAMES, "close": b""}
 
 
 def _chunk(data: bytes) -> bytes:
@@ -52,17 +97,48 @@ def completion_event(i: int, chat: bool, role: bool = False) -> bytes:
     return b"data: " + json.dumps(body, separators=(",", ":")).encode() + b"\n\n"
 
 
-def usage_event(prompt: int, completion: int) -> bytes:
+def usage_event(prompt: Any, completion: Any) -> bytes:
+    """The final usage event; either count may be any JSON value (absurd ones included)."""
+    both_int = isinstance(prompt, int) and isinstance(completion, int)
     body = {
         "id": "cmpl-1",
         "choices": [],
         "usage": {
             "prompt_tokens": prompt,
             "completion_tokens": completion,
-            "total_tokens": prompt + completion,
+            "total_tokens": prompt + completion if both_int else None,
         },
     }
     return b"data: " + json.dumps(body, separators=(",", ":")).encode() + b"\n\n"
+
+
+def text_event(text: str, chat: bool) -> bytes:
+    """A token event carrying ``text`` (empty and whitespace-only included)."""
+    if chat:
+        choice: dict[str, Any] = {"index": 0, "delta": {"content": text}, "finish_reason": None}
+    else:
+        choice = {"index": 0, "text": text, "finish_reason": None}
+    body = {"id": "x-1", "choices": [choice], "usage": None}
+    return b"data: " + json.dumps(body, separators=(",", ":")).encode() + b"\n\n"
+
+
+def deep_json(depth: int = DEEP) -> bytes:
+    """A JSON array nested ``depth`` levels (valid JSON; json.loads recurses on it)."""
+    return b"[" * depth + b"]" * depth
+
+
+def flood(kind: str, chat: bool, n: int) -> list[bytes]:
+    """``n`` events that are no tokens (or the same token again), for the chunk-flood faults."""
+    one = {
+        "flood_empty": text_event("", chat),
+        "flood_blank": text_event(" ", chat),
+        "flood_newline": text_event("\n", chat),
+        "flood_comments": b": keep-alive\n\n",
+        "flood_role": completion_event(0, True, role=True),
+        "flood_null": b'data: {"choices":[{"index":0,"delta":{"content":null}}]}\n\n',
+        "flood_no_text": b'data: {"choices":[{"index":0,"finish_reason":null}]}\n\n',
+    }[kind]
+    return [one] * n
 
 
 class BadServer:
@@ -127,6 +203,14 @@ class BadServer:
         sock = w.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        protocol = self.faults.get("protocol")
+        if protocol is not None:
+            with contextlib.suppress(Exception):
+                await reader.read(65536)  # whatever the client said, it is not our protocol
+                w.write(PROTOCOLS[protocol])
+                await w.drain()
+            w.close()
+            return
         try:
             for _ in range(10_000):  # keep-alive requests on one connection, bounded
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -177,6 +261,10 @@ class BadServer:
     # ---- routes -----------------------------------------------------------
     async def _route(self, method: str, path: str, body: bytes, w: asyncio.StreamWriter) -> bool:
         f = self.faults
+        if f.get("control_reply") is not None and path in ("/v1/models", "/tokenize", "/metrics"):
+            w.write(ODD_REPLIES[f["control_reply"]])  # odd answers to the control calls
+            await w.drain()
+            return False
         if path == "/v1/models":
             return await self._models(w)
         if path == "/tokenize":
@@ -200,6 +288,7 @@ class BadServer:
             "root_not_str": json.dumps({"data": [{"id": MODEL, "root": 42}]}).encode(),
             "non_json": b"<html>hi</html>",
             "empty": b"",
+            "deep": b'{"object":"list","data":' + deep_json() + b"}",
         }
         return await self._send(w, 200, answers[kind])
 
@@ -213,6 +302,7 @@ class BadServer:
             "list": (200, b"[1, 2, 3]"),
             "null": (200, b"null"),
             "nested": (200, b'{"tokens": [[1, 2], [3]]}'),
+            "deep": (200, b'{"tokens":' + deep_json() + b"}"),
         }
         status, data = answers[kind]
         return await self._send(w, status, data)
@@ -243,19 +333,26 @@ class BadServer:
         every = f.get("http_500_every")
         if every and seq % every == 1:
             return await self._send(w, 500, b'{"error":{"message":"[bold]boom[/] \x1b[31m"}}')
+        succeed_every = f.get("succeed_every")  # only every n-th request succeeds
+        if f.get("fail_all") or (succeed_every and seq % succeed_every):
+            await asyncio.sleep(f.get("fail_delay_s", 0.0))
+            status = int(f.get("fail_all") or 503)
+            return await self._send(w, status, b'{"error":{"message":"overloaded"}}')
+        if f.get("error_body") == "deep":
+            return await self._send(w, 500, b'{"error":' + deep_json(3000) + b"}")
+        if f.get("reply") is not None:
+            w.write(ODD_REPLIES[f["reply"]])
+            await w.drain()
+            return False  # and the connection is closed
         kind = f.get("stream")
         if kind == "endless_headers":
             w.write(b"HTTP/1.1 200 OK\r\nx-pad: ")
             return await self._endless(w, b"a" * 1024)
         head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
         head += b"transfer-encoding: chunked\r\n\r\n"
-        events: list[bytes] = []
-        if chat:
-            events.append(completion_event(0, True, role=True))
-        events += [completion_event(i, chat) for i in range(n_out)]
-        if not f.get("no_usage"):
-            events.append(usage_event(8, f.get("usage_completion", n_out)))
-        events.append(b"data: [DONE]\n\n")
+        if f.get("interim"):  # interim answers first, as RFC 9110 allows any server to send
+            head = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\n\r\n" + head
+        events = self._events(kind, chat, n_out)
         if kind == "never_ends":
             w.write(head)
             return await self._endless(w, _chunk(completion_event(1, chat)))
@@ -265,6 +362,12 @@ class BadServer:
         if kind == "trickle":
             w.write(head)
             return await self._endless(w, _chunk(b"d"), gap_s=0.05)
+        if kind == "endless_comments":  # large complete events, none a token, at full speed
+            w.write(head)
+            return await self._endless(w, _chunk(b": " + b"p" * 8192 + b"\n\n"))
+        if kind == "comment_trickle":  # complete SSE events, none of them a token, forever
+            w.write(head)
+            return await self._endless(w, _chunk(b": keep-alive\n\n"), gap_s=0.05)
         if kind == "error_event" and seq % 2 == 1:
             events = [*events[:2], b'data: {"error":{"message":"engine died [/]"}}\n\n']
         wire = head + b"".join(_chunk(e) for e in events) + b"0\r\n\r\n"
@@ -274,6 +377,10 @@ class BadServer:
                 await w.drain()
                 await asyncio.sleep(0)
             return True
+        if kind is not None and kind.startswith("flood"):  # many events: one write
+            w.write(wire)
+            await w.drain()
+            return True
         w.write(head)
         for e in events[:-1]:
             await asyncio.sleep(self.itl_s)
@@ -282,6 +389,32 @@ class BadServer:
         w.write(_chunk(events[-1]) + b"0\r\n\r\n")
         await w.drain()
         return True
+
+    def _events(self, kind: str | None, chat: bool, n_out: int) -> list[bytes]:
+        """The SSE events of one answer: role chunk, tokens (and floods), usage, [DONE]."""
+        f = self.faults
+        n_flood = int(f.get("flood_n", 300))
+        events: list[bytes] = []
+        if chat:
+            events.append(completion_event(0, True, role=True))
+        for i in range(n_out):
+            token = completion_event(i, chat)
+            if kind == "flood_repeat":  # the same token chunk again and again
+                events += [token] * n_flood
+                continue
+            events.append(token)
+            if kind is not None and kind.startswith("flood_"):
+                events += flood(kind, chat, n_flood)
+            if kind == "deep_event" and i == 0:
+                events.append(b"data: " + deep_json() + b"\n\n")
+            if kind == "deep_error_event" and i == 0:
+                events.append(b'data: {"error":' + deep_json() + b"}\n\n")
+        if kind == "deep_usage":
+            events.append(b'data: {"usage":{"completion_tokens":1,"x":' + deep_json() + b"}}\n\n")
+        if not f.get("no_usage"):
+            events.append(usage_event(f.get("usage_prompt", 8), f.get("usage_completion", n_out)))
+        events.append(b"data: [DONE]\n\n")
+        return events
 
 
 @contextlib.contextmanager

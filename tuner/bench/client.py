@@ -3,48 +3,53 @@
 Streams /v1/completions or /v1/chat/completions through a lean HTTP/1.1
 transport (tuner.bench.http, framing parsed by httptools; benchmarks/ plugs
 aiohttp in for comparison); control calls go through tuner.bench.control
-(httpx). Whatever bytes arrived get one ``perf_counter``, are split into SSE
-events on blank lines, and a token chunk is recognised by its bytes
-(``"choices":[{``) without decoding JSON; only the rare other events (usage,
-errors, chat role chunks, non-compact JSON from other servers) are parsed.
-No logging, no text accumulation, nothing blocking: the client's own cost
-must not show up in the latencies it reports. Timing semantics follow
-`vllm bench serve` so results compare one to one: TTFT is the first chunk
-with a choice, ITL the gaps between chunks, latency ends at the last token
-chunk — except that a chat chunk carrying no content (the role chunk vLLM
-sends first) is not a token: counting it made mean ITL 25 % low at output
-length 4 (issue 19; vLLM 0.32's openai-chat backend,
-vllm/benchmarks/lib/endpoint_request_func.py ~line 433, counts any chunk with
-choices and has the same bias).
+(httpx). Whatever bytes arrived get one ``perf_counter`` and go to the SSE
+sink (tuner.bench.sse). No logging, no text accumulation, nothing blocking:
+the client's own cost must not show up in the latencies it reports. Timing
+semantics follow `vllm bench serve` so results compare one to one: TTFT is
+the first token chunk, ITL the gaps between token chunks, latency ends at the
+last one. What a token chunk is (never a keep-alive comment, a chat role
+chunk or the usage event), how output tokens are counted (the server's usage
+when believable, else the chunks, never beyond max_tokens) and how the
+padding of a chunk flood is left out is tuner.bench.sse's to decide (issues
+19 and 26).
 
 Every request is bounded (issue 19 "Unbounded reads"): in time by the stall
-watchdog — which counts only complete SSE events as progress, so a 1-byte/s
-trickle is cut — and by a per-request deadline derived from the output
-length; in size by a body cap derived from the output length and a cap on
-one SSE event.
+watchdog — which counts only token, usage and end events as progress, so a
+1-byte/s trickle or a stream of keep-alive comments is cut — and by a
+per-request deadline derived from the output length; in size by a body cap
+derived from the output length and a cap on one SSE event. Every answer ends
+the request as a record, failed with a reason where the server misbehaved;
+a caller may watch each ended request (``on_end``) to stop a run early.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any
 
 from tuner.bench.control import ControlClient
 from tuner.bench.http import HttpError, StreamingHttp, StreamTransport
 from tuner.bench.prompts import Prompt
+from tuner.bench.record import LiveCounters, RequestRecord
+from tuner.bench.sse import MAX_EVENT_BYTES, SseSink, finish_record
 from tuner.bench.workload import Endpoint
+from tuner.bounded import InputTooLargeError, loads
 
-_TOKEN_MARK = b'"choices":[{'
-_USAGE_MARK = b'"usage":{'
-_DONE = b"data: [DONE]"
-_ROLE_MARK = b'"role":'
+__all__ = [
+    "MAX_EVENT_BYTES",
+    "BenchClient",
+    "LiveCounters",
+    "RequestRecord",
+    "TransportFactory",
+    "cancel_all",
+    "max_body_bytes",
+    "request_deadline_s",
+]
 
-MAX_EVENT_BYTES = 1024 * 1024  # one SSE event; vLLM's are ~250 bytes per token
 BODY_BASE_BYTES = 1024 * 1024
 BODY_PER_TOKEN_BYTES = 64 * 1024  # a token chunk with top-20 logprobs is ~6 KiB
 DEADLINE_PER_TOKEN_S = 1.0  # slower than any server decodes one token under load
@@ -72,77 +77,18 @@ def max_body_bytes(output_len: int) -> int:
     return BODY_BASE_BYTES + output_len * BODY_PER_TOKEN_BYTES
 
 
-@dataclass(slots=True)
-class LiveCounters:
-    """Totals the progress reporter reads while requests stream."""
-
-    chunks: int = 0
-    done: int = 0
-    failed: int = 0
-
-
-@dataclass(slots=True)
-class RequestRecord:
-    """What happened to one request, in perf_counter seconds.
-
-    Attributes:
-        prompt_len: Prompt tokens (the usage report wins over the estimate).
-        expected_output_len: max_tokens sent.
-        arrival: When the schedule released the request (before any wait for
-            a concurrency slot).
-        start: When the HTTP request was sent.
-        chunk_times: Arrival time of every token chunk.
-        output_tokens: completion_tokens from the usage report (0 if absent).
-        end: When the stream finished or broke.
-        error_kind: Short failure class for counting ("" on success).
-        error: Failure detail.
-        usage_ignored: Why the server's usage count was not believed ("" if it was).
-    """
-
-    prompt_len: int
-    expected_output_len: int
-    arrival: float = 0.0
-    start: float = 0.0
-    chunk_times: list[float] = field(default_factory=list)
-    output_tokens: int = 0
-    end: float = 0.0
-    error_kind: str = ""
-    error: str = ""
-    usage_ignored: str = ""
-
-    @property
-    def success(self) -> bool:
-        """True when the stream completed and carried at least one token."""
-        return not self.error_kind
-
-    @property
-    def ttft(self) -> float:
-        """Seconds from send to the first token chunk."""
-        return self.chunk_times[0] - self.start if self.chunk_times else 0.0
-
-    @property
-    def latency(self) -> float:
-        """Seconds from send to the last token chunk (vLLM's E2EL)."""
-        return self.chunk_times[-1] - self.start if self.chunk_times else 0.0
-
-    @property
-    def itls(self) -> list[float]:
-        """Gaps between consecutive token chunks, in seconds."""
-        t = self.chunk_times
-        return [b - a for a, b in itertools.pairwise(t)]
-
-    @property
-    def queue_time(self) -> float:
-        """Seconds the request waited for a concurrency slot."""
-        return self.start - self.arrival
-
-
 def _error_message(body: bytes) -> str:
-    """The human message inside an OpenAI-style error body, else the raw text."""
+    """The human message inside an OpenAI-style error body, else the raw text.
+
+    The body is the server's: JSON nested too deeply for the parser (or not
+    JSON at all) is shown as text, never raised on.
+    """
     text = body.decode("utf-8", "replace").strip()
     try:
-        data = json.loads(text)
-    except ValueError:
+        data = loads(text, what="error body")
+    except InputTooLargeError:
+        return "an error body of JSON nested too deeply to read"
+    except ValueError:  # not JSON
         return text[:300]
     if isinstance(data, dict):
         err = data.get("error", data)
@@ -173,6 +119,8 @@ class BenchClient:
         extra_body: Merged into each request body.
         headers: Extra headers for every call (e.g. Authorization).
         transport_factory: Makes the streaming transport (default: StreamingHttp).
+        on_end: Called with every record as its request ends (warm-ups too),
+            e.g. by the run's failure guard (tuner.bench.run_limits).
     """
 
     def __init__(
@@ -187,6 +135,7 @@ class BenchClient:
         extra_body: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
         transport_factory: TransportFactory | None = None,
+        on_end: Callable[[RequestRecord], None] | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
@@ -204,6 +153,7 @@ class BenchClient:
         self._control: ControlClient | None = None
         self._active: dict[asyncio.Task[Any], RequestRecord] = {}
         self._watchdog: asyncio.Task[None] | None = None
+        self.on_end = on_end
 
     async def __aenter__(self) -> BenchClient:
         self._http = self._factory(self.base_url, self._headers)
@@ -238,8 +188,7 @@ class BenchClient:
             now = perf_counter()
             for task, rec in list(self._active.items()):
                 if now - rec.end > limit and not rec.error_kind:
-                    rec.error_kind = "stall"
-                    rec.error = f"no complete event from the server for {limit:g} s"
+                    rec.fail("stall", f"no token or end of stream from the server for {limit:g} s")
                     task.cancel()
 
     @property
@@ -296,7 +245,7 @@ class BenchClient:
         """
         rec = RequestRecord(prompt.prompt_len, prompt.output_len)
         data = body if body is not None else self.body(prompt)
-        sink = _SseSink(rec, live, chat=self.endpoint == "chat")
+        sink = SseSink(rec, live, chat=self.endpoint == "chat")
         rec.start = rec.end = perf_counter()
         rec.arrival = rec.start if arrival is None else arrival
         task = asyncio.current_task()
@@ -321,15 +270,17 @@ class BenchClient:
             if task is not None:
                 self._active.pop(task, None)
         rec.end = perf_counter()
-        _finish_record(rec, sink)
+        finish_record(rec, sink)
         if rec.error_kind:
             live.failed += 1
         else:
             live.done += 1
+        if self.on_end is not None:
+            self.on_end(rec)
         return rec
 
     async def _stream(
-        self, rec: RequestRecord, data: bytes, sink: _SseSink, deadline_s: float
+        self, rec: RequestRecord, data: bytes, sink: SseSink, deadline_s: float
     ) -> None:
         """POST through the transport, cut at the deadline and the body cap."""
         assert self._http is not None
@@ -339,158 +290,7 @@ class BenchClient:
             )
         if status != 200:
             rec.error_kind = f"HTTP {status}"
-            rec.error = _error_message(err)
-
-
-def _finish_record(rec: RequestRecord, sink: _SseSink) -> None:
-    """Classify an ended stream and sanity-check the server's usage counts."""
-    if not rec.error_kind:
-        if not rec.chunk_times:
-            rec.error_kind = "no tokens"
-            rec.error = "the stream ended without a single token chunk"
-        elif not sink.saw_done:
-            rec.error_kind = "truncated"
-            rec.error = "the stream ended before its [DONE] marker"
-    n = len(rec.chunk_times)
-    # A chunk may carry several tokens but never more than asked for (max_tokens);
-    # a count beyond both is a lying server (issue 19: 1.5e15 tok/s), not a fast one.
-    if rec.output_tokens > max(rec.expected_output_len, n) or rec.output_tokens < 0:
-        rec.usage_ignored = (
-            f"usage said {rec.output_tokens} completion tokens for max_tokens "
-            f"{rec.expected_output_len} and {n} chunks; counted the chunks"
-        )
-        rec.output_tokens = 0
-    if sink.usage_prompt is not None:
-        known = rec.prompt_len
-        limit = 4 * known + 4096 if known > 0 else 10_000_000
-        if 0 < sink.usage_prompt <= limit:
-            rec.prompt_len = sink.usage_prompt
-        elif not rec.usage_ignored:
-            rec.usage_ignored = f"usage said {sink.usage_prompt} prompt tokens; not believed"
-
-
-class _SseSink:
-    """Splits a response body into SSE events and times the token chunks.
-
-    Called with whatever bytes arrived and the read's ``perf_counter``; a
-    token chunk is recognised by its bytes, everything else goes to
-    ``_slow_event``. The pending partial event is a bytearray grown in place
-    and searched only over its new bytes, so a server that never ends an
-    event costs linear time, and it is cut at MAX_EVENT_BYTES.
-    """
-
-    __slots__ = ("buf", "chat", "live", "rec", "saw_done", "times", "usage_prompt")
-
-    def __init__(self, rec: RequestRecord, live: LiveCounters, chat: bool = False) -> None:
-        self.rec = rec
-        self.live = live
-        self.chat = chat
-        self.times = rec.chunk_times
-        self.buf = bytearray()
-        self.saw_done = False
-        self.usage_prompt: int | None = None
-
-    def touch(self, now: float) -> None:
-        """Note progress (the response head arrived) for the stall watchdog."""
-        self.rec.end = now
-
-    def __call__(self, chunk: bytes, now: float) -> None:
-        buf = self.buf
-        if b"\r" in chunk or (buf and buf[-1] == 13):
-            # CRLF-framed events: normalise, also across a read boundary.
-            if buf and buf[-1] == 13 and chunk[:1] == b"\n":
-                del buf[-1]
-            chunk = chunk.replace(b"\r\n", b"\n")
-        if buf:
-            start = max(0, len(buf) - 1)
-            buf += chunk
-            cut = buf.find(b"\n\n", start)
-            if cut < 0:
-                if len(buf) > MAX_EVENT_BYTES:
-                    self._too_long()
-                return
-            cut = buf.rfind(b"\n\n")
-            events = bytes(buf[:cut]).split(b"\n\n")
-            del buf[: cut + 2]
-        else:
-            events = chunk.split(b"\n\n")
-            rest = events.pop()
-            if rest:
-                buf += rest
-                if len(buf) > MAX_EVENT_BYTES:
-                    self._too_long()
-                    return
-            if not events:
-                return
-        self.rec.end = now  # a complete event: progress for the stall watchdog
-        n = 0
-        chat = self.chat
-        for ev in events:
-            if _TOKEN_MARK in ev and _USAGE_MARK not in ev and not (chat and _ROLE_MARK in ev):
-                n += 1
-            elif ev == _DONE:
-                self.saw_done = True
-            elif ev and _slow_event(ev, self):
-                n += 1
-        if n:
-            self.times.extend([now] * n)
-            self.live.chunks += n
-
-    def _too_long(self) -> None:
-        self.buf.clear()
-        if not self.rec.error_kind:
-            self.rec.error_kind = "bad event"
-            self.rec.error = f"a stream event grew over {MAX_EVENT_BYTES // 1024} KiB unended"
-        raise HttpError("bad event", self.rec.error)
-
-
-def _slow_event(ev: bytes, sink: _SseSink) -> bool:
-    """Parse an event the fast path did not recognise; True if it is a token chunk.
-
-    Handles the usage report, error events, SSE comments, chat role chunks
-    and servers that write JSON with spaces. Updates the record in place.
-    """
-    rec = sink.rec
-    payload = b""
-    for line in ev.split(b"\n"):
-        if line.startswith(b"data:"):
-            payload += line[5:].strip()
-    if not payload:
-        return False
-    if payload == b"[DONE]":
-        sink.saw_done = True
-        return False
-    try:
-        data = json.loads(payload)
-    except ValueError:
-        rec.error_kind = "bad event"
-        rec.error = f"unparseable stream event: {payload[:200]!r}"
-        return False
-    if not isinstance(data, dict):
-        return False
-    usage = data.get("usage")
-    if isinstance(usage, dict):
-        ct, pt = usage.get("completion_tokens"), usage.get("prompt_tokens")
-        if isinstance(ct, int) and not isinstance(ct, bool):
-            rec.output_tokens = ct
-        if isinstance(pt, int) and not isinstance(pt, bool):
-            sink.usage_prompt = pt
-    if "error" in data and not data.get("choices"):
-        err = data["error"]
-        rec.error_kind = "error event"
-        rec.error = str(err.get("message", err) if isinstance(err, dict) else err)[:300]
-        return False
-    choices = data.get("choices")
-    if not isinstance(choices, list) or not choices:
-        return False
-    if not sink.chat:
-        return True
-    first = choices[0]
-    delta = first.get("delta") if isinstance(first, dict) else None
-    if not isinstance(delta, dict):
-        return False
-    # A token is content, reasoning or a tool call; the role-only chunk is none.
-    return any(delta.get(k) for k in ("content", "reasoning_content", "reasoning", "tool_calls"))
+            rec.error = _error_message(err) or f"the server answered HTTP {status} with no text"
 
 
 async def cancel_all(tasks: list[asyncio.Task[Any]]) -> None:

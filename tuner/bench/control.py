@@ -8,18 +8,22 @@ raised MemoryError before) and at most ``timeout_s`` for the whole exchange —
 httpx's own timeouts are per read, so a 1-byte/s trickle would never trip
 them; an ``asyncio.timeout`` around the exchange does. httpx's parser (h11)
 already refuses a head over 64 KiB (h11's max_incomplete_event_size).
+JSON answers are parsed with :func:`tuner.bounded.loads`, so a deeply nested
+document is a ControlError, not a ``RecursionError`` (issue 26), and
+whatever the server answers — 101, a TLS or HTTP/2 reply, no status line —
+ends as a ControlError with a one-line reason, never another exception.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from tuner.bench.tls import verify_for
+from tuner.bounded import InputTooLargeError, loads
 from tuner.errors import RunFailedError
 
 METRICS_MAX_BYTES = 8 * 1024 * 1024  # vLLM's page is ~100 KiB even with many LoRAs
@@ -42,9 +46,24 @@ class ControlAnswer:
         if not self.body.strip():
             raise ControlError("answered with an empty body")
         try:
-            return json.loads(self.body)
-        except (ValueError, UnicodeDecodeError):
+            return loads(self.body, what="answer")
+        except InputTooLargeError:
+            raise ControlError("answered with JSON nested too deeply to read") from None
+        except ValueError:  # not JSON, or not UTF-8 (UnicodeDecodeError)
             raise ControlError(f"answered with non-JSON text: {self.body[:80]!r}") from None
+
+
+def _failure(exc: Exception) -> str:
+    """One line for a failed exchange; names a server that does not speak HTTP/1.1."""
+    text = f"failed: {type(exc).__name__}: {str(exc)[:200]}"
+    if "SWITCH_UPGRADE" in str(exc):  # h11's words for a 101 nobody asked for
+        return "answered 101 Switching Protocols (another protocol, not an HTTP answer)"
+    if isinstance(exc, httpx.RemoteProtocolError) and "disconnected" not in str(exc):
+        text += (
+            " (the answer is not HTTP/1.1: an HTTPS server needs an https:// URL, and an "
+            "HTTP/2-only server cannot be benchmarked)"
+        )
+    return text
 
 
 class ControlClient:
@@ -89,13 +108,19 @@ class ControlClient:
                 return await self._read(method, url, payload, max_bytes)
         except TimeoutError:
             raise ControlError(f"gave no full answer within {timeout_s:g} s") from None
-        except httpx.HTTPError as exc:
-            raise ControlError(f"failed: {type(exc).__name__}: {str(exc)[:200]}") from None
+        except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError, OSError, UnicodeError) as exc:
+            # StreamError: httpx refusing to read a body it cannot (e.g. after a 101);
+            # OSError/UnicodeError: a socket or name error that escaped httpx's own mapping.
+            raise ControlError(_failure(exc)) from None
 
     async def _read(
         self, method: str, url: str, payload: dict[str, Any] | None, max_bytes: int
     ) -> ControlAnswer:
         async with self._client.stream(method, url, json=payload) as resp:
+            if resp.status_code == 101:
+                raise ControlError(
+                    "answered 101 Switching Protocols (another protocol, not an HTTP answer)"
+                )
             buf = bytearray()
             async for part in resp.aiter_bytes():
                 buf += part

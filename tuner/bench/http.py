@@ -18,6 +18,14 @@ only up to ERROR_BODY_BYTES, after which the connection is dropped. Time
 bounds (stall, overall deadline) are the caller's: the transport reports
 progress through ``touch`` only when the head is complete, never per byte,
 so a 1-byte/s trickle cannot keep a request alive.
+
+Whatever a server answers ends as a return value or an :class:`HttpError`
+with a reason, never as an exception escaping into the event loop (issue
+26: a ``101 Switching Protocols`` made httptools raise out of
+``data_received`` and asyncio printed a traceback). Interim ``1xx`` answers
+are skipped as RFC 9110 section 15.2 asks (their heads count towards the
+head limit); ``101``, TLS or HTTP/2 bytes on an ``http://`` URL and answers
+without a status line (HTTP/0.9, not HTTP at all) are named as such.
 benchmarks/client_ceiling.py measures what the transport buys.
 """
 
@@ -69,6 +77,55 @@ class StreamTransport(Protocol):
         ...
 
 
+_SWITCHING = (
+    "the server answered 101 Switching Protocols: it switches to another protocol "
+    "(WebSocket, HTTP/2), and an OpenAI-compatible server answers with 200 and an event stream"
+)
+
+
+def _looks_like_tls(first: bytes) -> bool:
+    """A TLS record header: content type 20-23 (alert 21, handshake 22), version 3.x."""
+    return len(first) >= 3 and 20 <= first[0] <= 23 and first[1] == 3
+
+
+def _looks_like_http2(first: bytes) -> bool:
+    """An HTTP/2 connection start: the preface, or a SETTINGS/GOAWAY frame on stream 0."""
+    if first.startswith(b"PRI * HTTP/2"):
+        return True
+    return len(first) >= 9 and first[3] in (0x04, 0x07) and first[5:9] == b"\x00\x00\x00\x00"
+
+
+def not_http_reason(first: bytes, status: int, complete: bool, detail: str) -> str:
+    """Why bytes from the server are no HTTP/1.1 answer, in the user's terms.
+
+    Args:
+        first: The first bytes of the answer (up to 16).
+        status: The status parsed so far (0 when no status line was read).
+        complete: Whether an answer had already ended before the bad bytes.
+        detail: httptools' own message.
+    """
+    if _looks_like_tls(first):
+        return "the server answered with TLS: it serves HTTPS; use an https:// URL"
+    if _looks_like_http2(first):
+        return (
+            "the server answered with HTTP/2 frames: it speaks HTTP/2 only, and tunelab "
+            "streams over HTTP/1.1 (as vLLM's OpenAI-compatible server does)"
+        )
+    if status == 101:
+        return _SWITCHING
+    if complete:
+        return (
+            f"the server sent more bytes after its complete HTTP {status} answer "
+            f"(a body on a 204 or 304 answer, or a wrong content-length): {detail}"
+        )
+    if not status and not first.startswith(b"HTTP/"):
+        return (
+            "the answer does not start with an HTTP status line (an HTTP/0.9 or non-HTTP "
+            f"server): {first!r}"
+        )
+    return f"malformed HTTP from the server: {detail}"
+
+
 class _Response:
     """One response: httptools callbacks collect, ``feed`` hands them on per read."""
 
@@ -78,9 +135,12 @@ class _Response:
         "complete",
         "done",
         "error",
+        "first",
         "framed",
         "head_bytes",
         "headers_done",
+        "in_interim",
+        "interim",
         "keep",
         "max_body",
         "parser",
@@ -102,6 +162,9 @@ class _Response:
         self.chunked = False
         self.framed = False  # content-length or chunked: EOF before the end is a break
         self.complete = False
+        self.interim = 0  # 1xx answers skipped before the real one
+        self.in_interim = False
+        self.first = b""  # the answer's first bytes, to name what a non-HTTP server speaks
         self.received = 0
         self.pieces: list[bytes] = []
         self.body = bytearray()  # kept only for non-200 answers
@@ -116,8 +179,15 @@ class _Response:
             self.framed = True
 
     def on_headers_complete(self) -> None:
+        status = self.parser.get_status_code()
+        if 100 <= status < 200 and status != 101:
+            # An interim answer (100 Continue, 103 Early Hints): the real one follows.
+            self.interim += 1
+            self.in_interim = True
+            self.framed = False
+            return
         self.headers_done = True
-        self.status = self.parser.get_status_code()
+        self.status = status
         self.keep = self.parser.should_keep_alive()  # llhttp resets it once the message ends
 
     def on_body(self, data: bytes) -> None:
@@ -125,17 +195,27 @@ class _Response:
         self.pieces.append(data)
 
     def on_message_complete(self) -> None:
+        if self.in_interim:
+            self.in_interim = False
+            return
         self.complete = True
 
     # ---- per read ---------------------------------------------------------
     def feed(self, data: bytes) -> None:
-        """Parse one read; raises HttpError on bad framing or a bound crossed."""
+        """Parse one read; raises HttpError on bad framing, another protocol or a bound crossed."""
         if not self.headers_done:
+            if len(self.first) < 16:
+                self.first += data[: 16 - len(self.first)]
             self.head_bytes += len(data)
         try:
             self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            raise HttpError("bad response", _SWITCHING) from None
         except httptools.HttpParserError as exc:
-            raise HttpError("bad response", f"malformed HTTP from the server: {exc}") from None
+            why = not_http_reason(self.first, self.status, self.complete, str(exc))
+            raise HttpError("bad response", why) from None
+        if self.status == 101:  # llhttp stopped at the switch; nothing after it is HTTP
+            raise HttpError("bad response", _SWITCHING)
         if not self.headers_done:
             if self.head_bytes > MAX_HEAD_BYTES:
                 raise HttpError("bad response", f"response head over {MAX_HEAD_BYTES // 1024} KiB")
@@ -174,7 +254,15 @@ class _Response:
             self.done.set_exception(
                 HttpError("disconnected", "connection closed before any answer")
             )
-        elif self.headers_done and not self.framed:
+        elif not self.headers_done and self.interim and not self.in_interim:
+            self.done.set_exception(
+                HttpError(
+                    "disconnected",
+                    f"connection closed after {self.interim} interim 1xx answer(s) "
+                    "and before the real one",
+                )
+            )
+        elif self.headers_done and not self.framed and self.status != 101:
             self._finish()  # close-delimited body ended normally
         else:
             why = f": {exc}" if exc else ""
@@ -199,7 +287,10 @@ class _Conn(asyncio.Protocol):
             return
         try:
             resp.feed(data)
-        except HttpError as exc:
+        except Exception as exc:
+            # An HttpError is the server's fault and ends the request with its reason;
+            # anything else is a bug of ours and is raised where the request is awaited
+            # (a crash report), instead of asyncio's "data_received() call failed" traceback.
             if not resp.done.done():
                 resp.done.set_exception(exc)
             self.abort()
@@ -254,7 +345,7 @@ class StreamingHttp:
         loop = asyncio.get_running_loop()
         try:
             _, conn = await loop.create_connection(_Conn, self.host, self.port, ssl=self.ssl)
-        except OSError as exc:
+        except (OSError, UnicodeError) as exc:  # refused, TLS refused, a name IDNA cannot encode
             raise HttpError(
                 "connect error", f"cannot connect to {self._host_header}: {exc}"
             ) from None

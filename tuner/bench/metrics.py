@@ -6,6 +6,9 @@ reads like a vLLM one: ``mean_ttft_ms``, ``p99_itl_ms``, ``output_throughput``
 ... Percentiles use linear interpolation, numpy's default, implemented here
 in plain Python so the CLI path needs no numpy import. TPOT of a request is
 (latency - TTFT) / (output tokens - 1); ITLs are pooled over all requests.
+Token counts come from tuner.bench.sse, which already refused absurd usage
+numbers; a duration that is not a positive finite number gives throughputs
+of 0, never NaN or infinity (issue 26), so a result always serialises as JSON.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     # Only annotations: the client (HTTP stack) is not loaded by code that reads results.
-    from tuner.bench.client import RequestRecord
+    from tuner.bench.record import RequestRecord
 
 
 PERCENTILES: tuple[float, ...] = (50.0, 90.0, 95.0, 99.0)
@@ -183,6 +186,22 @@ def summarize_failures(records: Sequence[RequestRecord]) -> FailureSummary:
     return FailureSummary(dict(counts.most_common()), examples)
 
 
+def summarize_notes(records: Sequence[RequestRecord]) -> FailureSummary:
+    """Flagged answers by kind (chunks not counted, usage not believed), one example each.
+
+    Flags do not fail a request: what they name was left out of the counts.
+    Reported so that a server padding its stream, or lying in its usage, is
+    visible next to figures that are right despite it.
+    """
+    counts: Counter[str] = Counter()
+    examples: dict[str, str] = {}
+    for r in records:
+        for kind, text in r.notes.items():
+            counts[kind] += 1
+            examples.setdefault(kind, text)
+    return FailureSummary(dict(counts.most_common()), examples)
+
+
 def _peaks(ok: Sequence[RequestRecord]) -> tuple[float, int]:
     """vLLM's max_output_tokens_per_s and max_concurrent_requests (1 s buckets)."""
     if not ok:
@@ -224,7 +243,8 @@ def compute_metrics(
     out_lens = [output_len(r) if r.success else 0 for r in records]
     total_in = sum(r.prompt_len for r in ok if r.prompt_len > 0)
     total_out = sum(out_lens)
-    dur = duration_s if duration_s > 0 else float("nan")
+    # inf: every throughput reads 0 (no clock, no rate) instead of NaN or infinity.
+    dur = duration_s if 0 < duration_s < math.inf else math.inf
     ttfts = [r.ttft for r in ok]
     tpots = [t for r in ok if (t := tpot(r)) is not None]
     itls = [g for r in ok for g in r.itls]

@@ -36,6 +36,7 @@ from typing import Any
 from tuner.bench.progress import BenchProgress
 from tuner.bench.runner import BenchError, BenchResult, run_benchmark
 from tuner.bench.workload import Workload
+from tuner.bounded import loads
 
 # How long a cancelled child may take to close its connections before it is killed.
 GRACE_S = 5.0
@@ -98,7 +99,7 @@ async def _relay(
         return
     while line := await stdout.readline():
         with contextlib.suppress(ValueError, TypeError, KeyError):
-            message = json.loads(line)
+            message = loads(line, what="progress line")  # ValueError when too deep
             if on_progress is not None and _PROGRESS in message:
                 on_progress(BenchProgress(**message[_PROGRESS]), float(message["sent"]))
 

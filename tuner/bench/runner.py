@@ -7,8 +7,10 @@ counted requests on their schedule — gamma-distributed arrivals at
 ``request_rate`` as in `vllm bench serve` (including its rescaling of the
 arrival times to exactly num_prompts / rate), capped at ``concurrency``
 requests in flight — while a watcher scrapes the server's /metrics and a
-reporter emits throttled progress. Every request carries its own timeouts, so
-a run always ends. The result uses vLLM's key names plus a ``tunelab`` block.
+reporter emits throttled progress. Every request carries its own timeouts,
+and the run as a whole has a deadline and stops after repeated failures
+(tuner.bench.run_limits), so a run always ends, and soon when the server fails
+every request. The result uses vLLM's key names plus a ``tunelab`` block.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import asyncio
 import base64
 import math
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from time import perf_counter
@@ -40,10 +42,18 @@ from tuner.bench.metrics import (
     delivery_note,
     one_chunk_fraction,
     summarize_failures,
+    summarize_notes,
 )
 from tuner.bench.progress import ProgressCallback, ProgressReporter
 from tuner.bench.prompt_source import build_prompts, resolve_model
 from tuner.bench.prompts import Prompt
+from tuner.bench.run_limits import (
+    DEFAULT_MAX_CONSECUTIVE_FAILURES,
+    BenchStopped,
+    RunGuard,
+    check_options,
+    run_deadline_s,
+)
 from tuner.bench.server_metrics import ServerSummary, ServerWatcher
 from tuner.bench.workload import Workload, WorkloadError
 from tuner.redact import redact_url
@@ -101,6 +111,11 @@ class BenchResult:
         return summarize_failures(self.records)
 
     @property
+    def flags(self) -> FailureSummary:
+        """Answers with something left out of their counts (padding chunks, usage), by kind."""
+        return summarize_notes(self.records)
+
+    @property
     def one_chunk_fraction(self) -> float:
         """Share of successful responses that arrived in one piece (a starved server)."""
         return one_chunk_fraction(self.records)
@@ -124,6 +139,7 @@ class BenchResult:
         """
         wl = self.workload
         failures = self.failures
+        flags = self.flags
         head: dict[str, Any] = {
             "date": vllm_date(self.started_at),
             "endpoint_type": "openai" if wl.endpoint == "completions" else "openai-chat",
@@ -163,6 +179,8 @@ class BenchResult:
             "warmup_requests": wl.warmup_requests,
             "failures": failures.counts,
             "failure_examples": failures.examples,
+            "flagged": flags.counts,
+            "flag_examples": flags.examples,
             "server": self.server.to_dict(),
             "mean_queue_time_ms": (sum(queue) / len(queue) * 1000.0) if queue else 0.0,
             "one_chunk_fraction": self.one_chunk_fraction,
@@ -217,14 +235,19 @@ def _url_and_headers(url: str, headers: dict[str, str] | None) -> tuple[str, dic
     return url, out
 
 
-def _refuse_missing_endpoint(client: BenchClient, records: list[RequestRecord]) -> None:
+def _refuse_missing_endpoint(client: BenchClient, guard: RunGuard) -> None:
     """Every request answered 404/405: the server lacks the endpoint; say which to use."""
-    if not records or any(r.error_kind not in ("HTTP 404", "HTTP 405") for r in records):
+    kinds: Mapping[str, int] = guard.kinds
+    if (
+        not kinds
+        or guard.failed < guard.ended
+        or any(k not in ("HTTP 404", "HTTP 405") for k in kinds)
+    ):
         return
     other = "chat" if client.endpoint == "completions" else "completions"
     raise BenchError(
         f"{client.url} does not exist on this server (every request got "
-        f"{records[0].error_kind}); it may serve only the other API: rerun with "
+        f"{next(iter(kinds))}); it may serve only the other API: rerun with "
         f"--endpoint {other}"
     )
 
@@ -275,12 +298,18 @@ async def _warmup(client: BenchClient, prompts: list[Prompt], concurrency: int |
 
 
 async def _prepare(
-    client: BenchClient, workload: Workload, tokenizer_path: str | None, model: str | None
-) -> tuple[list[Prompt], str, list[float] | None]:
-    """Everything before the clock starts: (counted prompts, their source, trace offsets).
+    client: BenchClient,
+    workload: Workload,
+    tokenizer_path: str | None,
+    model: str | None,
+    guard: RunGuard,
+) -> tuple[list[Prompt], str, list[float]]:
+    """Everything before the clock starts: (counted prompts, their source, arrival offsets).
 
     Asks the server for its model when none was given (setting ``client.model``),
-    builds the seeded prompts and sends the warm-ups, waiting for all of them.
+    builds the seeded prompts, sets the run's deadline from them (unless one
+    was given) and sends the warm-ups, waiting for all of them. The offsets
+    are empty for a duration-bound run (its arrivals are open-ended).
     """
     root = None
     if not model:
@@ -288,9 +317,13 @@ async def _prepare(
     prompts, warm, source, trace = await build_prompts(
         client, workload, tokenizer_path, model, root
     )
+    offsets: list[float] = []
+    if workload.duration_s is None:
+        offsets = trace or arrival_offsets(workload, len(prompts))
+    guard.derive(run_deadline_s(workload, prompts, warm, max(offsets, default=0.0)))
     if warm:
         await _warmup(client, warm, workload.concurrency)
-    return prompts, source, trace
+    return prompts, source, offsets
 
 
 def _refuse_unbounded(workload: Workload) -> None:
@@ -389,18 +422,18 @@ async def _measure(
     dispatch: _Dispatch,
     watcher: ServerWatcher,
     workload: Workload,
-    trace: list[float] | None,
+    offsets: list[float],
 ) -> tuple[list[RequestRecord], float]:
     """Release the counted requests and wait for all of them: (records, duration in s).
 
-    On any exception (a cancelled run included) the requests still open are
-    cancelled and the watcher stopped before it propagates.
+    On any exception (a cancelled or guard-stopped run included) the requests
+    still open are cancelled and the watcher and reporter stopped before it
+    propagates.
     """
     dispatch.reporter.start()
     t0 = perf_counter()
     try:
         if workload.duration_s is None:
-            offsets = trace or arrival_offsets(workload, len(dispatch.prompts))
             await dispatch.release_counted(t0, offsets)
         else:
             await dispatch.release_for_duration(t0, workload.duration_s, workload)
@@ -408,8 +441,21 @@ async def _measure(
     except BaseException:
         await cancel_all(dispatch.tasks)
         await watcher.stop()
+        await dispatch.reporter.stop()
         raise
     return records, perf_counter() - t0
+
+
+@dataclass
+class _Measured:
+    """What the measured part of a run produced, before it becomes a BenchResult."""
+
+    records: list[RequestRecord]
+    duration_s: float
+    server: ServerSummary
+    started_at: str
+    source: str
+    host_noise: HostNoise | None
 
 
 async def run_benchmark(
@@ -423,6 +469,8 @@ async def run_benchmark(
     headers: dict[str, str] | None = None,
     transport_factory: TransportFactory | None = None,
     also_own: set[int] | None = None,
+    deadline_s: float | None = None,
+    max_consecutive_failures: int = DEFAULT_MAX_CONSECUTIVE_FAILURES,
 ) -> BenchResult:
     """Benchmark the OpenAI-compatible server at ``url`` with ``workload``.
 
@@ -437,16 +485,23 @@ async def run_benchmark(
         headers: Extra headers (Authorization ...); URL userinfo becomes Basic auth instead.
         transport_factory: Makes the streaming transport (default: the lean one).
         also_own: More processes whose CPU is the run's own (tuner.bench.own_process).
+        deadline_s: The whole run's deadline in seconds; None derives one from
+            the workload (tuner.bench.run_limits.run_deadline_s).
+        max_consecutive_failures: Failed requests in a row that stop the run.
 
     Returns:
         The BenchResult (failed requests are counted in it, not raised).
 
     Raises:
         BenchError: The server is unreachable or serves no model.
+        BenchStopped: The run passed its deadline or failed too often (a BenchError).
         WorkloadError: The workload or its dataset is unusable.
+        GuardOptionError: ``deadline_s`` or ``max_consecutive_failures`` is unusable.
     """
     url, headers = _url_and_headers(url, headers)
     _refuse_unbounded(workload)
+    check_options(deadline_s, max_consecutive_failures)
+    guard = RunGuard(max_consecutive_failures)
     async with BenchClient(
         url,
         model or "",
@@ -456,39 +511,63 @@ async def run_benchmark(
         stall_timeout_s=workload.stall_timeout_s,
         headers=headers,
         transport_factory=transport_factory,
+        on_end=guard.record,
     ) as client:
-        prompts, source, trace = await _prepare(client, workload, tokenizer_path, model)
-        live = LiveCounters()
-        total = None if workload.duration_s is not None else len(prompts)
-        dispatch = _Dispatch(
-            client=client,
-            prompts=prompts,
-            bodies=[client.body(p) for p in prompts],
-            live=live,
-            reporter=ProgressReporter(on_progress, live, total),
-            sem=asyncio.Semaphore(workload.concurrency) if workload.concurrency else None,
-        )
-        watcher = ServerWatcher(
-            lambda: client.get_text("/metrics"), metrics_interval_s, in_flight=dispatch.in_flight
-        )
-        await watcher.start()
-        started_at = datetime.now(UTC).isoformat(timespec="seconds")
-        meter = HostNoiseMeter.for_url(url, also_own)
-        meter.start()
-        records, duration = await _measure(dispatch, watcher, workload, trace)
-        host_noise = meter.stop()
-        await dispatch.reporter.stop()
-        server = await watcher.stop()
-        _refuse_missing_endpoint(client, records)
+        try:
+            async with guard.bounded(deadline_s):
+                run = await _run(
+                    client, workload, guard, tokenizer_path, model, on_progress,
+                    metrics_interval_s, also_own,
+                )  # fmt: skip
+        except BenchStopped:
+            _refuse_missing_endpoint(client, guard)
+            raise
+        _refuse_missing_endpoint(client, guard)
 
     return BenchResult(
         url=url,
         model=client.model,
         workload=workload,
-        metrics=compute_metrics(records, duration, workload.slo, detailed=True),
-        server=server,
-        records=records,
-        started_at=started_at,
-        prompt_source=source,
-        host_noise=host_noise,
+        metrics=compute_metrics(run.records, run.duration_s, workload.slo, detailed=True),
+        server=run.server,
+        records=run.records,
+        started_at=run.started_at,
+        prompt_source=run.source,
+        host_noise=run.host_noise,
     )
+
+
+async def _run(
+    client: BenchClient,
+    workload: Workload,
+    guard: RunGuard,
+    tokenizer_path: str | None,
+    model: str | None,
+    on_progress: ProgressCallback | None,
+    metrics_interval_s: float,
+    also_own: set[int] | None,
+) -> _Measured:
+    """Prepare, warm up and measure on the open client (run_benchmark's body, under the guard)."""
+    prompts, source, offsets = await _prepare(client, workload, tokenizer_path, model, guard)
+    live = LiveCounters()
+    total = None if workload.duration_s is not None else len(prompts)
+    dispatch = _Dispatch(
+        client=client,
+        prompts=prompts,
+        bodies=[client.body(p) for p in prompts],
+        live=live,
+        reporter=ProgressReporter(on_progress, live, total),
+        sem=asyncio.Semaphore(workload.concurrency) if workload.concurrency else None,
+    )
+    watcher = ServerWatcher(
+        lambda: client.get_text("/metrics"), metrics_interval_s, in_flight=dispatch.in_flight
+    )
+    await watcher.start()
+    started_at = datetime.now(UTC).isoformat(timespec="seconds")
+    meter = HostNoiseMeter.for_url(client.base_url, also_own)
+    meter.start()
+    records, duration = await _measure(dispatch, watcher, workload, offsets)
+    host_noise = meter.stop()
+    await dispatch.reporter.stop()
+    server = await watcher.stop()
+    return _Measured(records, duration, server, started_at, source, host_noise)

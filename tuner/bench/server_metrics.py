@@ -20,7 +20,11 @@ without ``_total``). Gauges are instantaneous, so peaks are taken only over
 scrapes made while tunelab had requests in flight (the first comes 0.1 s into
 the run, not after a full interval: a short run used to see only its idle
 before/after pages and report peak running 0); with no such scrape the peaks
-are None — shown as "not sampled", never as 0.
+are None — shown as "not sampled", never as 0. The page is the server's: a
+value no vLLM exports (a KV usage outside 0..1, a negative or astronomically
+large count such as 1e308, whose delta would be infinite) is dropped like a
+NaN, so it can neither poison a peak nor make the result JSON unserialisable
+(issue 26).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from time import perf_counter
 from typing import Any
 
 KV_BOUND_THRESHOLD = 0.90  # share of KV-cache blocks in use that counts as "full"
+MAX_COUNT = 1e15  # above any request count or counter a server reaches; larger is junk
 
 
 def parse_prometheus(text: str) -> dict[str, list[float]]:
@@ -67,10 +72,14 @@ def parse_prometheus(text: str) -> dict[str, list[float]]:
     return out
 
 
-def _first(metrics: dict[str, list[float]], *names: str) -> list[float] | None:
+def _first(
+    metrics: dict[str, list[float]], *names: str, most: float = MAX_COUNT
+) -> list[float] | None:
+    """The values of the first of ``names`` exported, those in 0..``most`` only (None: none)."""
     for n in names:
         if n in metrics:
-            return metrics[n]
+            sane = [v for v in metrics[n] if 0.0 <= v <= most]
+            return sane or None
     return None
 
 
@@ -99,7 +108,7 @@ def sample_from_text(text: str, t: float, in_flight: int = 0) -> ServerSample:
         v = _first(m, *names)
         return sum(v) if v is not None else None
 
-    kv = _first(m, "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
+    kv = _first(m, "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", most=1.0)
     return ServerSample(
         t=t,
         kv_usage=max(kv) if kv else None,

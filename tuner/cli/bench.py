@@ -4,7 +4,10 @@ The same code the TUI uses (tuner.bench.run_benchmark), with a Rich live
 progress line on stderr and a results table, or the result JSON — same keys
 as ``vllm bench serve`` plus a ``tunelab`` block — with ``--json`` or
 ``--output``. Exit status: 0 when requests completed, 1 when every request
-failed, 2 for input tunelab cannot use (bad workload, unreachable server).
+failed or the run was stopped (its deadline passed, or requests kept failing:
+tuner.bench.run_limits), 2 for input tunelab cannot use (bad workload,
+unreachable server). Whatever the server answers, the user sees one line
+naming the server's problem, never a traceback.
 """
 
 from __future__ import annotations
@@ -15,12 +18,13 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from tuner.bench.run_limits import DEFAULT_MAX_CONSECUTIVE_FAILURES, BenchStopped, GuardOptionError
 from tuner.bench.runner import BenchError, run_benchmark
 from tuner.bench.text import clean as _clean
 from tuner.bench.text import shown
@@ -34,6 +38,20 @@ if TYPE_CHECKING:
     from tuner.bench.runner import BenchResult
 
 
+DeadlineOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--deadline",
+        help="Stop the whole run after this many seconds (default: derived from the "
+        "workload: every request's own deadline, wave after wave).",
+    ),
+]
+MaxFailuresOpt = Annotated[
+    int,
+    typer.Option("--max-failures", help="Stop the run after this many failed requests in a row."),
+]
+
+
 def register(app: typer.Typer) -> None:
     """Adds the ``bench`` command to the tunelab CLI."""
     app.command("bench")(bench_command)
@@ -42,6 +60,12 @@ def register(app: typer.Typer) -> None:
 def _fail(message: str) -> typer.Exit:
     typer.echo(f"tunelab bench: {message}", err=True)
     return typer.Exit(2)
+
+
+def _with_fix(exc: Exception) -> str:
+    """The error's message and, on a second line, its fix (a TunelabError's ``fix``)."""
+    fix = getattr(exc, "fix", None)
+    return f"{exc}\nfix: {fix}" if fix else str(exc)
 
 
 def clean(text: str) -> str:
@@ -137,6 +161,8 @@ def bench_command(
     detailed: bo.DetailedOpt = False,
     header: bo.HeaderOpt = None,
     api_key_env: bo.ApiKeyEnvOpt = None,
+    deadline: DeadlineOpt = None,
+    max_failures: MaxFailuresOpt = DEFAULT_MAX_CONSECUTIVE_FAILURES,
 ) -> None:
     """Benchmark a running vLLM (or any OpenAI-compatible) server."""
     headers = _headers(header or [], api_key_env)
@@ -165,11 +191,13 @@ def bench_command(
             stall_timeout_s=stall_timeout,
         )
     except WorkloadError as exc:
-        raise _fail(str(exc)) from None
-    result = _measure(url, model, wl, tokenizer, headers, live=not as_json)
+        raise _fail(_with_fix(exc)) from None
+    guard = {"deadline_s": deadline, "max_consecutive_failures": max_failures}
+    result = _measure(url, model, wl, tokenizer, headers, guard, live=not as_json)
     _report(result, as_json=as_json, output=output, detailed=detailed)
     if result.completed == 0:
-        typer.echo("tunelab bench: every request failed (see the failures above)", err=True)
+        why = clean(result.failures.describe())
+        typer.echo(f"tunelab bench: every request failed: {why}", err=True)
         raise typer.Exit(1)
 
 
@@ -189,10 +217,15 @@ def _measure(
     workload: Workload,
     tokenizer: str | None,
     headers: dict[str, str],
+    guard: dict[str, Any],
     *,
     live: bool,
 ) -> BenchResult:
-    """Runs the benchmark (tuner.bench.runner) with the live line on stderr unless ``--json``."""
+    """Runs the benchmark (tuner.bench.runner) with the live line on stderr unless ``--json``.
+
+    A stopped run (deadline, repeated failures) exits 1 with its reason; a
+    server or workload tunelab cannot use exits 2.
+    """
     with _LiveProgress(enabled=live) as progress:
         try:
             return asyncio.run(
@@ -203,10 +236,14 @@ def _measure(
                     on_progress=progress.update,
                     tokenizer_path=tokenizer,
                     headers=headers,
+                    **guard,
                 )
             )
-        except (BenchError, WorkloadError) as exc:
-            raise _fail(clean(str(exc))) from None
+        except BenchStopped as exc:
+            typer.echo(f"tunelab bench: {clean(_with_fix(exc))}", err=True)
+            raise typer.Exit(1) from None
+        except (BenchError, WorkloadError, GuardOptionError) as exc:
+            raise _fail(clean(_with_fix(exc))) from None
 
 
 def _report(result: BenchResult, *, as_json: bool, output: Path | None, detailed: bool) -> None:
@@ -301,6 +338,10 @@ def _print_table(result: BenchResult) -> None:
     for kind, count in failures.counts.items():
         example = failures.examples.get(kind, "")
         console.print(f"[red]failed: {count} × {shown(kind)}[/] — {shown(example)}")
+    flags = result.flags
+    for kind, count in flags.counts.items():
+        example = flags.examples.get(kind, "")
+        console.print(f"[yellow]flagged: {count} × {shown(kind)}[/] — {shown(example)}")
     console.print(f"[bold]server:[/] {_server_line(result)}")
     for note in result.server.notes:
         console.print(f"[yellow]server:[/] {shown(note)}")
