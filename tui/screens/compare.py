@@ -27,6 +27,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from tui.widgets.results_table import knob_diff, one_piece_warning
+from tuner.foreign_text import clean
 from tuner.lab.study import Comparison, ComparisonSource, Study
 from tuner.studies.stats import Comparison as MetricRow
 from tuner.studies.stats import Verdict, format_relative
@@ -132,7 +133,7 @@ class CompareScreen(Screen[None]):
             table.add_row(row.metric, *metric_cells(row), key=row.metric)
         source = "A/B" if found.source is ComparisonSource.AB else "POOLED"
         self.guard = guard = found.outputs
-        note = Text(f"{report.summary()}\n")
+        note = Text(f"{clean(report.summary())}\n")
         if guard is not None:
             note.append(f"{guard.summary()}\n", style=GUARD_STYLE.get(str(guard.verdict), ""))
         for arm, warning in one_piece.items():

@@ -19,6 +19,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, RichLog, Static
 
 from tui.widgets.run_panel import EngineLog, LogLine
+from tuner.foreign_text import clean
 
 SHUTDOWN_MARK = "shutdown │ "
 
@@ -27,9 +28,9 @@ def render_line(line: LogLine, query: str = "") -> Text:
     """One line, shutdown output dimmed and marked, the search match highlighted."""
     if line.shutdown:
         text = Text(SHUTDOWN_MARK, style="yellow")
-        text.append(line.text, style="dim")
+        text.append(clean(line.text), style="dim")
     else:
-        text = Text(line.text)
+        text = Text(clean(line.text))  # the engine's output: foreign text
     if query:
         text.highlight_words([query], style="bold reverse", case_sensitive=False)
     return text

@@ -46,6 +46,7 @@ from tui.widgets.workload_panel import WorkloadPanel
 from tuner.bench.metrics import delivery_warning
 from tuner.bench.workload import Workload
 from tuner.config import EngineConfig
+from tuner.foreign_text import one_line
 from tuner.lab import checks
 from tuner.lab import target as lab_target
 from tuner.lab.fit import FitState, fit_summary
@@ -213,7 +214,7 @@ class MainScreen(Screen[None]):
         panel = self.query_one(ModelPanel)
         if message.info is None:
             session.model_info = None
-            panel.show_info(Text(f"cannot analyze: {message.error}", style="red"))
+            panel.show_info(Text(f"cannot analyze: {one_line(message.error)}", style="red"))
         else:
             session.model_info = message.info
             panel.show_info(
@@ -350,7 +351,7 @@ def model_line(
     The fit is :func:`tuner.lab.fit.fit_summary`: the memory rule's own estimate.
     """
     out = Text(no_wrap=True, overflow="ellipsis")
-    arch = (info.architecture or info.model_type or "?").removesuffix("ForCausalLM")
+    arch = one_line(info.architecture or info.model_type or "?").removesuffix("ForCausalLM")
     kind = str(info.attention).upper()
     if info.is_moe and info.moe is not None:
         kind += f" MoE {info.moe.num_experts}e"

@@ -25,6 +25,7 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from tuner.bench.host_noise import host_note
+from tuner.foreign_text import one_line
 from tuner.lab.study import knob_changes
 from tuner.trials.model import metric
 
@@ -134,7 +135,9 @@ class ResultsTable(DataTable[Any]):
 
 
 def config_cell(text: str, width: int = CONFIG_WIDTH) -> Text:
-    """The knob diff as plain text (no markup), cut to ``width`` with an ellipsis."""
+    """The knob diff as plain text (no markup, no escapes: knob values are foreign text), cut to
+    ``width`` with an ellipsis."""
+    text = one_line(text)
     if len(text) > width:
         text = text[: width - 1] + "…"
     return Text(text, no_wrap=True)

@@ -28,6 +28,7 @@ from textual.widgets import ProgressBar, RichLog, Static
 
 from tuner import paths
 from tuner.engine import effective
+from tuner.foreign_text import clean
 from tuner.trials import events as ev
 
 STAGES = ("starting", "ready", "warm-up", "measuring", "done")
@@ -379,7 +380,7 @@ class RunPanel(Vertical):
     ) -> None:
         """A summary under the stage (the result, or an A/B verdict), wrapped to at most 3 lines;
         ``at``: when it happened (wall clock; None: now)."""
-        out = Text(text)
+        out = Text(clean(text))  # results and verdicts quote trial ids, knob values, errors
         if highlight:
             out.highlight_words([highlight], style=style)
         self.query_one("#run-figures", Static).update(out)
@@ -388,7 +389,7 @@ class RunPanel(Vertical):
     def event(self, text: str, style: str = "", at: float | None = None) -> None:
         """One of tunelab's own events, with the time of day it happened (``at``; None: now)."""
         line = Text(time.strftime("%H:%M:%S ", time.localtime(at)), style="dim")
-        line.append(text, style=style)
+        line.append(clean(text), style=style)  # failure reasons quote the engine and servers
         self.query_one("#run-log", RichLog).write(line)
 
     def log(self, line: str) -> None:

@@ -21,6 +21,7 @@ import typer
 from tuner import knobs
 from tuner.cli.check_options import PlatformName
 from tuner.cli.preset_verify import verify_command
+from tuner.cli.safe_text import one_line
 from tuner.export.catalog import find_preset, list_presets, resolve_preset, shipped_dir, user_dir
 from tuner.export.errors import ExportError, PresetError
 from tuner.export.preset import load_preset, read_preset_text, resolve_model
@@ -85,17 +86,20 @@ def list_command(
             f"No presets found (shipped: {shipped_dir() or 'not found'}; yours: {user_dir()})."
         )
         return
-    width = max(len(e.name) for e in entries)
-    for entry in entries:
+    # Names, targets, descriptions and errors come from files in the user's preset folder:
+    # each is shown as one clean line (no escapes, no bidi controls, no fake extra rows).
+    names = [one_line(e.name) for e in entries]
+    width = max(len(n) for n in names)
+    for name, entry in zip(names, entries, strict=True):
         if entry.preset is None:
             first = entry.error.splitlines()[1].strip() if "\n" in entry.error else entry.error
-            typer.echo(f"{entry.name:<{width}}  [{entry.origin}] BROKEN: {first}")
+            typer.echo(f"{name:<{width}}  [{entry.origin}] BROKEN: {one_line(first)}")
             continue
         tgt = entry.preset.target
-        where = f"{tgt.platform or '?'} vLLM {tgt.vllm_version or '?'}"
-        typer.echo(f"{entry.name:<{width}}  [{entry.origin}] {where:<18} {tgt.model}")
+        where = one_line(f"{tgt.platform or '?'} vLLM {tgt.vllm_version or '?'}")
+        typer.echo(f"{name:<{width}}  [{entry.origin}] {where:<18} {one_line(tgt.model)}")
         if entry.preset.description:
-            typer.echo(f"{'':<{width}}  {entry.preset.description}")
+            typer.echo(f"{'':<{width}}  {one_line(entry.preset.description)}")
 
 
 @presets_app.command("show")

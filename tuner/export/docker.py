@@ -11,14 +11,30 @@ environment goes in as ``-e NAME=VALUE`` items, single-quoted; the command
 inside the container is the same argv as the launch script. Secrets are
 passed by name only (``-e HF_TOKEN``), so docker copies them from the
 caller's environment and they are never written into the file.
+
+A model on local disk is bind-mounted read-only at the same absolute path.
+A relative path (``./models/llama``, or ``models/x`` when that exists here)
+is made absolute at export time against the directory tunelab runs in, the
+one ``tunelab run`` and ``vllm serve`` resolve it against, because docker
+would resolve it against the daemon's working directory, not the user's.
+The mount is written as ``--mount type=bind,source=...,target=...``, not
+``-v SRC:DST``, which splits on every ``:`` in the path; docker reads the
+``--mount`` value as one CSV record, so a field holding ``,`` or ``"`` is
+CSV-quoted (:func:`mount_spec`). What cannot be carried (a carriage return,
+which CSV reading turns into something else; the root directory) is refused
+with :class:`DockerPathError`.
 """
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 
 from tuner.config import EngineConfig
+from tuner.errors import EXIT_BAD_INPUT
 from tuner.export.env_policy import split_secrets
+from tuner.export.errors import ExportError
 from tuner.export.quoting import comment_text, shell_quote
 from tuner.export.script import SHELLCHECK_DIRECTIVE, arg_word
 
@@ -71,11 +87,70 @@ ROCM_OPTIONS = (
 CUDA_OPTIONS = ("--network=host", "--gpus all", "--ipc=host", "--shm-size 16G")
 
 
+class DockerPathError(ExportError):
+    """A local model path the docker script cannot mount faithfully (bad input: exit 2)."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+def local_model_path(model: str, base: Path) -> str | None:
+    """The absolute host path of ``model`` when it names a local path, else None (a hub id).
+
+    A path is what starts with ``/``, ``./``, ``../`` or ``~``, or what exists
+    under ``base`` (``models/x`` with a ``models/x`` folder here, as ``vllm
+    serve`` would take it); anything else is a Hugging Face id.
+    """
+    if model.startswith(("/", "./", "../", "~")) or model in (".", ".."):
+        path = os.path.expanduser(model)
+    else:
+        try:
+            exists = (base / model).exists()
+        except (OSError, ValueError):  # too long, NUL: not a file here
+            exists = False
+        if not exists:
+            return None
+        path = model
+    return os.path.normpath(os.path.join(base, path))
+
+
+def mount_spec(path: str) -> str:
+    """``type=bind,source=PATH,target=PATH,readonly``, each field CSV-quoted where needed.
+
+    Docker parses the ``--mount`` value with Go's encoding/csv (docker/cli
+    opts/mount.go ``MountOpt.Set``), then splits each field at its first
+    ``=``: a path may hold ``:`` and ``=``; ``,`` and ``"`` need CSV quoting.
+
+    Raises:
+        DockerPathError: the path holds a carriage return (CSV reading drops it
+            before a newline) or is the root directory (docker refuses ``/``).
+    """
+    if "\r" in path:
+        raise DockerPathError(
+            f"the model path {path[:60]!r} holds a carriage return, which docker's --mount "
+            "cannot carry",
+            fix="rename the model directory, or mount it yourself and use the sh script",
+        )
+    if path == "/":
+        raise DockerPathError(
+            "the model path is the root directory /, which docker cannot mount",
+            fix="point the preset's model at the model's own directory",
+        )
+    fields = ["type=bind", f"source={path}", f"target={path}", "readonly"]
+    return ",".join(_csv_field(f) for f in fields)
+
+
+def _csv_field(field: str) -> str:
+    if any(c in field for c in ',"\n') or field[:1].isspace():
+        return '"' + field.replace('"', '""') + '"'
+    return field
+
+
 def render_docker(
     config: EngineConfig,
     header: list[str],
     platform: str | None,
     vllm_version: str | None = None,
+    base: Path | None = None,
 ) -> str:
     """A bash script holding one ``docker run`` command for ``config``.
 
@@ -85,9 +160,16 @@ def render_docker(
         platform: The preset's target platform; ``"cuda"`` selects the CUDA
             image and ``--gpus all``, anything else the ROCm image.
         vllm_version: The benchmarked vLLM; pins the image where a tag is known.
+        base: The directory a relative model path is relative to (default:
+            the current directory, where ``tunelab run`` would resolve it).
+
+    Raises:
+        DockerPathError: a local model path that cannot be mounted faithfully.
+        QuotingError: a value holds a NUL byte.
     """
     env, _secrets = split_secrets(config.env_vars())
     model, *args = config.serve_args()
+    local = local_model_path(model, base or Path.cwd())
     cuda = platform == "cuda"
     image, image_note = pick_image(platform, vllm_version)
     options = CUDA_OPTIONS if cuda else ROCM_OPTIONS
@@ -95,6 +177,11 @@ def render_docker(
     if platform == "cpu":
         out.append(
             "# Note: this preset targets the CPU engine; the ROCm image below needs an AMD GPU."
+        )
+    if local is not None and local != model:
+        out.append(
+            f"# The model path {comment_text(model, 80)} was made absolute at export time: "
+            f"{comment_text(local, 120)}"
         )
     out += [
         f"# Runs the config in the {'CUDA' if cuda else 'ROCm'} vLLM image; IMAGE, PORT and",
@@ -111,12 +198,12 @@ def render_docker(
     ]
     out += [f"  {opt} \\" for opt in options]
     out.append('  -v "$HF_CACHE:/root/.cache/huggingface" \\')
-    if model.startswith("/"):
-        out.append(f"  -v {shell_quote(model + ':' + model + ':ro')} \\")
+    if local is not None:
+        out.append(f"  --mount {shell_quote(mount_spec(local))} \\")
     out.append("  -e HF_TOKEN \\")
     out += [f"  -e {shell_quote(f'{name}={value}')} \\" for name, value in env.items()]
     out.append('  "$IMAGE" \\')
-    out.append(f"  vllm serve {shell_quote(model)} \\")
+    out.append(f"  vllm serve {shell_quote(local or model)} \\")
     out += [f"  {arg_word(item)} \\" for item in args]
     out.append('  --host=0.0.0.0 --port="$PORT" "$@"')
     return "\n".join(out) + "\n"

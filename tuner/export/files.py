@@ -16,8 +16,10 @@ import contextlib
 import errno
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
+from tuner.errors import EXIT_BAD_INPUT
 from tuner.export.errors import ExportError
 
 _HINTS = {
@@ -30,6 +32,45 @@ _HINTS = {
     errno.ENOTDIR: "a part of the path is not a directory; check --out",
     errno.EISDIR: "a directory exists at that path; choose another name or --out directory",
 }
+
+
+class FileNameError(ExportError):
+    """Export file names that could be another export's files (bad input: exit 2)."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+def check_base_name(base: str, suffixes: Mapping[str, str]) -> None:
+    """Refuses a base name whose files another base name's files could be.
+
+    Export writes ``BASE + suffix`` per format (``.sh``, ``.docker.sh``, ...).
+    When one suffix ends with another (``.docker.sh`` with ``.sh``), a base
+    ending in the difference (``prod.docker``) writes ``prod.docker.sh`` as its
+    shell script, the very name of ``prod``'s docker script: one export would
+    overwrite the other. Such names are refused, compared case-insensitively
+    (macOS and Windows file systems are), so the names are collision-free by
+    construction, whatever was exported before into the same folder.
+
+    Args:
+        base: The file base name (already made file-name safe).
+        suffixes: Format name -> file suffix, every format export knows.
+
+    Raises:
+        FileNameError: naming both files and what to do.
+    """
+    for long_fmt, long in suffixes.items():
+        for short_fmt, short in suffixes.items():
+            if long_fmt == short_fmt or not long.lower().endswith(short.lower()):
+                continue
+            infix = long[: -len(short)]
+            if base.lower().endswith(infix.lower()) and len(base) > len(infix):
+                other = base[: -len(infix)]
+                raise FileNameError(
+                    f"the file name {base!r} ends in {infix!r}: its {short_fmt} file "
+                    f"{base}{short} would be the {long_fmt} file of a preset named {other!r}, "
+                    "and one export would overwrite the other",
+                    fix=f"rename the preset, or pass --name with a name not ending in {infix!r}",
+                )
 
 
 def describe_os_error(exc: OSError, path: Path) -> str:

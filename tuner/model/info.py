@@ -8,15 +8,27 @@ config spells a little differently. This module turns one config dict into a
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from tuner.errors import TunelabError
+from tuner.model.config_check import SIZE_BOUNDS, ModelError, check_config, normalized
 from tuner.model.moe import MoEInfo, first_int, moe_from_config
 from tuner.model.params import ParamEstimate, estimate_params, quantized_bits
+
+# ModelError and SIZE_BOUNDS live in tuner.model.config_check; named here as before.
+__all__ = [
+    "DTYPE_BYTES",
+    "SIZE_BOUNDS",
+    "AttentionKind",
+    "ModelError",
+    "ModelInfo",
+    "from_config",
+    "kv_element_bytes",
+    "kv_scales_static",
+    "text_config",
+]
 
 # Bytes per element for the dtypes configs name.
 DTYPE_BYTES: dict[str, float] = {
@@ -33,10 +45,6 @@ DTYPE_BYTES: dict[str, float] = {
     "float8_e5m2": 1,
     "fp8": 1,
 }
-
-
-class ModelError(TunelabError, ValueError):
-    """A model that cannot be found or read; the message says what to do."""
 
 
 class AttentionKind(StrEnum):
@@ -266,60 +274,6 @@ def kv_scales_static(qcfg: dict[str, Any]) -> bool:
     return False
 
 
-# Upper bounds on the size fields tunelab reads, far above any published model
-# (DeepSeek-V3: 61 layers, 256 experts; Llama-3.1-405B: 126 layers, 16384 hidden),
-# so a corrupt or hostile config.json is refused before anything loops per layer.
-SIZE_BOUNDS: dict[str, int] = {
-    "num_hidden_layers": 10_000,
-    "hidden_size": 1_000_000,
-    "num_attention_heads": 100_000,
-    "num_key_value_heads": 100_000,
-    "head_dim": 100_000,
-    "intermediate_size": 10_000_000,
-    "moe_intermediate_size": 10_000_000,
-    "shared_expert_intermediate_size": 10_000_000,
-    "vocab_size": 100_000_000,
-    "max_position_embeddings": 1_000_000_000,
-    "kv_lora_rank": 1_000_000,
-    "q_lora_rank": 1_000_000,
-    "qk_rope_head_dim": 100_000,
-    "qk_nope_head_dim": 100_000,
-    "v_head_dim": 100_000,
-    "n_routed_experts": 100_000,
-    "num_local_experts": 100_000,
-    "num_experts": 100_000,
-    "num_experts_per_tok": 100_000,
-    "n_shared_experts": 100_000,
-    "first_k_dense_replace": 10_000,
-    "moe_layer_freq": 10_000,
-    "interleave_moe_layer_step": 10_000,
-    "sliding_window": 1_000_000_000,
-}
-# Fields a decoder config cannot do without, and that must be at least 1.
-_REQUIRED = ("num_hidden_layers", "hidden_size", "num_attention_heads")
-
-
-def check_sizes(cfg: dict[str, Any], name: str) -> None:
-    """Refuses size fields that are not whole numbers within :data:`SIZE_BOUNDS`.
-
-    Raises:
-        ModelError: naming the field, its value and the accepted range.
-    """
-    for key, bound in SIZE_BOUNDS.items():
-        value = cfg.get(key)
-        if value is None or (key not in _REQUIRED and value == 0):
-            continue
-        whole = isinstance(value, int | float) and not isinstance(value, bool)
-        if whole and isinstance(value, float):
-            whole = math.isfinite(value) and value.is_integer()
-        if not whole or not 1 <= value <= bound:
-            raise ModelError(
-                f"{name}: config.json has {key} = {value!r}; tunelab expects a whole number "
-                f"from 1 to {bound:,}",
-                fix="check the model's config.json (a corrupt or hand-edited file?)",
-            )
-
-
 @dataclass(frozen=True)
 class _AttentionShape:
     """The attention facts of a config: kind, head size, KV heads and the MLA ranks."""
@@ -329,21 +283,6 @@ class _AttentionShape:
     kv_heads: int
     kv_lora_rank: int | None
     qk_rope_head_dim: int | None
-
-
-def _refuse_unreadable(cfg: dict[str, Any], name: str) -> None:
-    """Refuses a config with no decoder shape, or with absurd sizes.
-
-    Raises:
-        ModelError: A required field is missing, or a size is out of bounds.
-    """
-    missing = [k for k in _REQUIRED if k not in cfg]
-    if missing:
-        raise ModelError(
-            f"{name}: config.json has no {', '.join(missing)}; tunelab reads decoder-only "
-            "language models (a transformers config with those fields)"
-        )
-    check_sizes(cfg, name)
 
 
 def _attention_shape(cfg: dict[str, Any], hidden: int, heads: int) -> _AttentionShape:
@@ -403,11 +342,13 @@ def from_config(raw: dict[str, Any], *, name: str, source: str, path: Path | Non
     """Builds a :class:`ModelInfo` from a config dict; sizes are config estimates.
 
     Raises:
-        ModelError: when a field every decoder config has is missing, or a size
-            field is not a sane whole number (see :func:`check_sizes`).
+        ModelError: when a field every decoder config has is missing, or a field
+            the analysis reads has the wrong type or an absurd value (see
+            :func:`tuner.model.config_check.check_config`).
     """
     cfg = text_config(raw)
-    _refuse_unreadable(cfg, name)
+    check_config(cfg, name)  # every field read below: type and range (tuner.model.config_check)
+    cfg = normalized(cfg)
     layers = int(cfg["num_hidden_layers"])
     hidden = int(cfg["hidden_size"])
     heads = int(cfg["num_attention_heads"])

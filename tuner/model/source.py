@@ -8,11 +8,12 @@ otherwise the id is looked up in the Hugging Face cache, and only when online
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 
+from tuner import bounded
+from tuner.bounded import MIB
 from tuner.model.info import ModelError, ModelInfo, from_config
 from tuner.model.weights import SafetensorsError, WeightsMeta, hub_weights, local_weights
 
@@ -27,14 +28,31 @@ def hub_offline() -> bool:
     )
 
 
+# Real config.json files are a few KB (multimodal ones tens of KB); 16 MiB is generous.
+MAX_CONFIG_BYTES = 16 * MIB
+
+
 def _read_json(path: Path) -> dict[str, Any]:
+    """The config at ``path``, read with a byte and nesting limit (tuner.bounded).
+
+    Raises:
+        ModelError: unreadable, not a regular file, too large, not JSON (numbers
+            past Python's digit limit included) or not an object.
+    """
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = bounded.loads(
+            bounded.read_bytes(path, max_bytes=MAX_CONFIG_BYTES, what="model config"),
+            what=f"model config {path}",
+        )
+    except (bounded.InputTooLargeError, bounded.NotAFileError) as exc:
+        raise ModelError(str(exc), fix=exc.fix) from None
     except OSError as exc:
         raise ModelError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, int digit limit
+        why = "a number with thousands of digits" if "digits" in str(exc) else str(exc)
         raise ModelError(
-            f"{path} is not valid JSON ({exc}); is it a model's config.json?"
+            f"{path} is not valid JSON ({why}); is it a model's config.json?",
+            fix="check the model's config.json (a corrupt or hand-edited file?)",
         ) from None
     if not isinstance(data, dict):
         raise ModelError(f"{path} is not a JSON object; a config.json is one")
@@ -65,7 +83,24 @@ def analyze(model: str, *, offline: bool | None = None, revision: str | None = N
         raise ModelError(
             "no model given: pass a local directory, a config.json path or an org/name id"
         )
-    path = Path(text).expanduser()
+    try:
+        return _analyze_text(text, offline=offline, revision=revision)
+    except OSError as exc:  # a name the file system cannot take (too long, a loop)
+        raise ModelError(
+            f"cannot look up the model {text!r}: {exc.strerror or exc}",
+            fix="give an existing directory, a config.json path or an org/name id",
+        ) from None
+
+
+def _analyze_text(text: str, *, offline: bool | None, revision: str | None) -> ModelInfo:
+    """:func:`analyze` of a stripped, non-empty model string."""
+    try:
+        path = Path(text).expanduser()
+    except RuntimeError:  # ~user of a user this machine does not know
+        raise ModelError(
+            f"{text} names the home folder of an unknown user",
+            fix="give the model's path without ~user, or an org/name id",
+        ) from None
     if path.is_file():
         info = from_config(_read_json(path), name=text, source="config-file", path=path.parent)
         if path.name == "config.json":
@@ -96,17 +131,19 @@ def analyze(model: str, *, offline: bool | None = None, revision: str | None = N
     return _from_hub(text, revision)
 
 
-def _safe_local(directory: Path) -> WeightsMeta | None:
+def _safe_local(directory: Path) -> WeightsMeta | str:
+    """The shards' metadata, or why there is none (a reason the user is told)."""
     try:
-        return local_weights(directory)
-    except (SafetensorsError, OSError):
-        return None
+        return local_weights(directory) or "no safetensors metadata found"
+    except (SafetensorsError, OSError) as exc:
+        return f"safetensors metadata unreadable ({exc})"
 
 
-def _apply_weights(info: ModelInfo, meta: WeightsMeta | None) -> None:
+def _apply_weights(info: ModelInfo, meta: WeightsMeta | str | None) -> None:
     """Replaces the config estimate with metadata figures where they are trustworthy."""
-    if meta is None:
-        info.notes.append("no safetensors metadata found; weight bytes estimated from the config")
+    if not isinstance(meta, WeightsMeta):
+        why = meta or "no safetensors metadata found"
+        info.notes.append(f"{why}; weight bytes estimated from the config")
         return
     info.weight_bytes = meta.total_bytes
     info.weights_source = meta.source
@@ -138,8 +175,11 @@ def _from_cache(model: str, revision: str | None) -> ModelInfo | None:
     config = Path(found)
     info = from_config(_read_json(config), name=model, source="hf-cache", path=config.parent)
     meta = _safe_local(config.parent)
-    if meta is None:
-        index = try_to_load_from_cache(model, "model.safetensors.index.json", revision=revision)
+    if not isinstance(meta, WeightsMeta):
+        try:
+            index = try_to_load_from_cache(model, "model.safetensors.index.json", revision=revision)
+        except Exception:  # as for config.json above: no cache entry, whatever the reason
+            index = None
         if isinstance(index, str):
             meta = _safe_local(Path(index).parent)
     _apply_weights(info, meta)

@@ -13,6 +13,7 @@ that same baseline, and the A/B's "outputs" line is
 
 from __future__ import annotations
 
+import math
 import platform
 import statistics
 import time
@@ -25,6 +26,7 @@ from tuner.bench.metrics import delivery_warning
 from tuner.engine.effective import of_trial
 from tuner.export.script import render_script
 from tuner.lab.study import Baseline, KnobChange, Study, knob_changes, value_text
+from tuner.policy import Consent, violations
 from tuner.studies.ab import ABReport, build_report
 from tuner.studies.common import value_of
 from tuner.studies.pareto import pareto_front
@@ -66,16 +68,22 @@ def timelines(trial: Trial) -> list[GpuTimeline]:
     A trial stored by a tunelab that kept no series, or a hand-edited row, gives
     no timeline rather than an error: the report is made from whatever is there.
     """
-    gpus = (trial.telemetry or {}).get("gpus")
+    telemetry = trial.telemetry if isinstance(trial.telemetry, dict) else {}
+    gpus = telemetry.get("gpus")
     out: list[GpuTimeline] = []
     for gpu in gpus if isinstance(gpus, list) else []:
         series = gpu.get("series") if isinstance(gpu, dict) else None
-        points = [p for p in series or [] if isinstance(p, list | tuple) and len(p) == 4]
+        points = [
+            p
+            for p in (series if isinstance(series, list) else [])
+            if isinstance(p, list | tuple) and len(p) == 4 and _number(p[0]) is not None
+        ]
         if not points:
             continue
+        index = gpu.get("index")
         out.append(
             GpuTimeline(
-                index=int(gpu.get("index", len(out))),
+                index=index if isinstance(index, int) and not isinstance(index, bool) else len(out),
                 seconds=[float(p[0]) for p in points],
                 power_w=[_number(p[1]) for p in points],
                 gfx_pct=[_number(p[2]) for p in points],
@@ -86,7 +94,14 @@ def timelines(trial: Trial) -> list[GpuTimeline]:
 
 
 def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    """A finite stored number, or None (a hand-edited row may hold anything)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # an int too large for a float
+        return None
+    return number if math.isfinite(number) else None
 
 
 @dataclass
@@ -171,6 +186,7 @@ class ReportData:
     chosen: Trial | None
     why_chosen: str
     launch_script: str | None
+    launch_note: str = ""
     ab_guard: ArmsGuard | None = None
 
     @property
@@ -213,9 +229,33 @@ def collect(study: Study) -> ReportData:
         fronts={key: _front(rows, key) for key in LATENCY_FOR_FRONT},
         chosen=chosen,
         why_chosen=why,
-        launch_script=render_script(chosen.config, header=[]) if chosen is not None else None,
+        **_launch(chosen),
         ab_guard=_ab_guard(ab, ordered, base_trial),
     )
+
+
+def _launch(chosen: Trial | None) -> dict[str, Any]:
+    """The launch command ``tunelab export`` would write for ``chosen``, or why there is none.
+
+    Export refuses what the policy refuses (tuner.policy) unless the user consents, so the
+    report never shows a command export would not write: it names the refusal instead.
+    """
+    if chosen is None:
+        return {"launch_script": None}
+    refused = [
+        v for v in violations(chosen.config, Consent()) if v.table == "engine" or v.kind != "secret"
+    ]
+    if refused:
+        names = ", ".join(v.key for v in refused)
+        return {
+            "launch_script": None,
+            "launch_note": (
+                f"not shown: tunelab's policy refuses {names} "
+                f"(`tunelab export {chosen.id} --allow-code/--allow-env NAME` writes it if you "
+                "trust it)"
+            ),
+        }
+    return {"launch_script": render_script(chosen.config, header=[])}
 
 
 def _ab_guard(ab: ABReport | None, trials: Sequence[Trial], base: Trial | None) -> ArmsGuard | None:

@@ -1,8 +1,11 @@
 """The report as one self-contained HTML page: inline CSS and SVG, no script, no network.
 
 Every string that did not come from tunelab itself (study and model names,
-knob values, failure reasons, log-derived text) goes through
-:func:`html.escape`, so a hostile value in the store cannot inject markup.
+knob values, failure reasons, log-derived text) goes through :func:`_e`:
+:func:`tuner.foreign_text.clean` (no control characters; bidi controls, which
+would reorder what the reader sees in the launch command, shown as
+``<U+202E>``), then :func:`html.escape`, so a hostile value in the store
+cannot inject markup.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import html
 import time
 from collections.abc import Iterable
 
+from tuner.foreign_text import clean
 from tuner.report import plots
 from tuner.report.data import ReportData, TrialRow
 from tuner.studies.stats import format_relative
@@ -30,7 +34,8 @@ pre{background:#f6f8fa;padding:.8em;overflow-x:auto}
 
 
 def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
+    """Foreign ``value`` as HTML text (or attribute value) that shows exactly that text."""
+    return html.escape(clean(value), quote=True)
 
 
 def _num(value: float | None, digits: int = 4) -> str:
@@ -243,6 +248,8 @@ def _winner_section(data: ReportData) -> str:
     if data.launch_script:
         out.append("<p>Launch command (as exported by <code>tunelab export</code>):</p>")
         out.append(f"<pre>{_e(data.launch_script)}</pre>")
+    elif data.launch_note:
+        out.append(f"<p class='muted'>Launch command {_e(data.launch_note)}</p>")
     return "".join(out)
 
 

@@ -1,19 +1,49 @@
 """The report as Markdown, for pasting into a pull request, a chat or a ticket.
 
-Tables only (no figures): the HTML page carries the plots. Cell text from
-outside tunelab has its pipes, backticks and newlines neutralised so a
-value cannot break the table.
+Tables only (no figures): the HTML page carries the plots. Every text from
+outside tunelab (study and knob names, knob values, failure reasons, guard
+notes) goes through :func:`_md`: one clean line (:mod:`tuner.foreign_text`),
+HTML-significant characters as entities (a renderer that passes raw HTML
+through, as GitHub's and many chat tools' do, must not get a ``<img
+onerror=...>`` or a ``<script>``) and Markdown's inline control characters
+backslash-escaped, so a value can neither break a table nor become a link,
+an image, emphasis or math. The launch script goes into a code fence longer
+than any backtick run inside it, so it cannot close the fence.
 """
 
 from __future__ import annotations
 
+import re
+
+from tuner.foreign_text import clean, one_line
 from tuner.report.data import ReportData
 from tuner.studies.stats import format_relative
 
+# Markdown's inline syntax (CommonMark + GFM tables, strikethrough, autolinks,
+# GitHub math): each is backslash-escaped, which CommonMark defines for any
+# ASCII punctuation, so the reader still sees the character itself.
+# An underscore inside a word (VLLM_USE_V1) cannot open emphasis: left as it is.
+_MD_SPECIAL = re.compile(r"([\\`*\[\]|~$]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
+_HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+
 
 def _md(value: object) -> str:
-    text = str(value).replace("\r", " ").replace("\n", " ")
-    return text.replace("|", "\\|").replace("`", "'")
+    """Foreign ``value`` as inline Markdown text that shows exactly that text."""
+    text = _MD_SPECIAL.sub(r"\\\1", one_line(value))
+    return "".join(_HTML.get(ch, ch) for ch in text)
+
+
+def _code(value: object) -> str:
+    """Foreign ``value`` as an inline code span: no backslash escapes work inside one."""
+    return "`" + one_line(value).replace("`", "'").replace("|", "\\|") + "`"
+
+
+def _fence(script: str) -> list[str]:
+    """``script`` in a bash code fence that no backtick run inside it can close."""
+    text = clean(script).rstrip("\n")
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    ticks = "`" * max(3, longest + 1)
+    return [f"{ticks}bash", text, ticks]
 
 
 def _num(value: float | None, digits: int = 4) -> str:
@@ -40,7 +70,8 @@ def _guard_lines(data: ReportData) -> list[str]:
         g = row.guard
         if g is not None and g.verdict is not None:
             lines.append(
-                f"| {row.trial.short_id} {_md(row.role)} | {g.label()} | {_md(g.describe())} |"
+                f"| {_md(row.trial.short_id)} {_md(row.role)} | {_md(g.label())} | "
+                f"{_md(g.describe())} |"
             )
     return lines
 
@@ -53,7 +84,7 @@ def render_markdown(data: ReportData) -> str:
         f"- vLLM: {_md(', '.join(data.vllm_versions) or 'unknown')} "
         f"({_md(', '.join(data.platforms) or 'unknown')}); GPUs: "
         f"{_md(', '.join(data.gpu_names) or 'none recorded')}; host: {_md(data.host)}",
-        f"- objective: `{_md(data.objective)}`; trials: "
+        f"- objective: {_code(data.objective)}; trials: "
         + ", ".join(f"{n} {s}" for s, n in sorted(data.counts.items())),
         "",
         "## Trials",
@@ -71,7 +102,7 @@ def render_markdown(data: ReportData) -> str:
         if t.failure_reason:
             notes.append(t.failure_reason)
         lines.append(
-            f"| {t.short_id} {_md(row.role)} | {t.status} | {changes} | "
+            f"| {_md(t.short_id)} {_md(row.role)} | {_md(t.status)} | {changes} | "
             f"{_num(row.metrics.get('output_throughput'))} | "
             f"{_num(row.metrics.get('p99_ttft_ms'))} | {_num(row.metrics.get('p99_itl_ms'))} | "
             f"{_md('; '.join(notes))} |"
@@ -93,15 +124,15 @@ def render_markdown(data: ReportData) -> str:
         ]
         for r in data.ab.rows:
             lines.append(
-                f"| {r.metric} | {_num(r.a.mean)} | {_num(r.b.mean)} | {format_relative(r)} | "
-                f"{r.a.n}/{r.b.n} | {r.shown_verdict} |"
+                f"| {_md(r.metric)} | {_num(r.a.mean)} | {_num(r.b.mean)} | "
+                f"{_md(format_relative(r))} | {r.a.n}/{r.b.n} | {_md(r.shown_verdict)} |"
             )
     for curve in data.sweeps:
         lines += [
             "",
             f"## Sweep: {_md(curve.knob)}",
             "",
-            f"| {_md(curve.knob)} | mean {curve.objective} | n |",
+            f"| {_md(curve.knob)} | mean {_md(curve.objective)} | n |",
             "|---|---:|---:|",
         ]
         for value, mean, samples in zip(curve.values, curve.means, curve.samples, strict=True):
@@ -116,9 +147,11 @@ def render_markdown(data: ReportData) -> str:
     lines += _guard_lines(data)
     lines += ["", "## Winner", ""]
     if data.chosen is None:
-        lines.append(_md(data.why_chosen))
+        lines.append(f"No trial chosen: {_md(data.why_chosen)}")
     else:
-        lines.append(f"Trial `{data.chosen.id}`: {_md(data.why_chosen)}")
+        lines.append(f"Trial {_code(data.chosen.id)}: {_md(data.why_chosen)}")
         if data.launch_script:
-            lines += ["", "```bash", data.launch_script.rstrip("\n"), "```"]
+            lines += ["", *_fence(data.launch_script)]
+        elif data.launch_note:
+            lines += ["", f"Launch command {_md(data.launch_note)}"]
     return "\n".join(lines) + "\n"

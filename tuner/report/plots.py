@@ -18,6 +18,7 @@ import matplotlib
 matplotlib.use("Agg")  # no display on a GPU node over SSH
 import matplotlib.pyplot as plt
 
+from tuner.foreign_text import one_line
 from tuner.report.data import FrontPoint, GpuTimeline, SweepCurve, TrialRow
 from tuner.studies.ab import ABReport
 from tuner.studies.stats import Verdict
@@ -26,8 +27,13 @@ from tuner.studies.stats import Verdict
 matplotlib.rcParams["svg.hashsalt"] = "tunelab"
 matplotlib.rcParams["svg.fonttype"] = "none"
 matplotlib.rcParams["font.size"] = 9
+# Labels carry foreign text (knob values, served-model names, study tags): a `$` in
+# one must print as a dollar, never be parsed as mathtext (`$x^$` raised ValueError
+# and lost the whole report). No label of the report is meant as math.
+matplotlib.rcParams["text.parse_math"] = False
 
 _CLIP = 200.0  # percent: the forest plot's half-width
+_LABEL_MAX = 60  # characters of a foreign label drawn in a figure (the tables show it whole)
 _COLOURS = {
     Verdict.B_BETTER: "#1a7f37",
     Verdict.A_BETTER: "#cf222e",
@@ -42,6 +48,12 @@ def _svg(fig: plt.Figure) -> str:
     text = buf.getvalue()
     # Drop the XML prolog and DOCTYPE: the SVG is inlined into HTML.
     return text[text.index("<svg") :]
+
+
+def _t(text: object) -> str:
+    """Foreign ``text`` as a figure label: one clean line (tuner.foreign_text), cut to fit."""
+    line = one_line(text)
+    return line if len(line) <= _LABEL_MAX else line[: _LABEL_MAX - 1] + "…"
 
 
 def forest(ab: ABReport) -> str:
@@ -66,9 +78,9 @@ def forest(ab: ABReport) -> str:
         ax.plot([mid], [i], "o", color=colour)
     ax.axvline(0, color="#444", linewidth=0.8)
     ax.set_xlim(-_CLIP * 1.05, _CLIP * 1.05)
-    ax.set_yticks(range(len(rows)), [r.metric for r in reversed(rows)])
+    ax.set_yticks(range(len(rows)), [_t(r.metric) for r in reversed(rows)])
     ax.set_xlabel(f"B vs A, % (right = B better; latencies flipped; cut at ±{_CLIP:.0f} %)")
-    ax.set_title(f"A/B: {ab.verdict.value} on {ab.objective}")
+    ax.set_title(f"A/B: {ab.verdict.value} on {_t(ab.objective)}")
     return _svg(fig)
 
 
@@ -83,10 +95,10 @@ def sweep(curve: SweepCurve) -> str:
     ax.plot(list(xs), curve.means, "-", color="#0969da", label="mean")
     for x, samples in zip(xs, curve.samples, strict=True):
         ax.plot([x] * len(samples), samples, "o", color="#0969da", alpha=0.45)
-    ax.set_xticks(list(xs), curve.values)
-    ax.set_xlabel(curve.knob)
-    ax.set_ylabel(curve.objective)
-    ax.set_title(f"sweep of {curve.knob}")
+    ax.set_xticks(list(xs), [_t(v) for v in curve.values])
+    ax.set_xlabel(_t(curve.knob))
+    ax.set_ylabel(_t(curve.objective))
+    ax.set_title(f"sweep of {_t(curve.knob)}")
     return _svg(fig)
 
 
@@ -105,13 +117,13 @@ def front(points: Sequence[FrontPoint], latency_key: str) -> str:
     )
     for p in best:
         ax.annotate(
-            p.label,
+            _t(p.label),
             (p.latency_ms, p.throughput),
             fontsize=7,
             xytext=(3, 3),
             textcoords="offset points",
         )
-    ax.set_xlabel(f"{latency_key} (lower is better)")
+    ax.set_xlabel(f"{_t(latency_key)} (lower is better)")
     ax.set_ylabel("output tok/s (higher is better)")
     ax.legend(loc="best")
     return _svg(fig)
@@ -123,7 +135,7 @@ def telemetry(rows: Sequence[TrialRow]) -> str | None:
     if not sampled:
         return None
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(7.5, 0.35 * len(sampled) + 1.2))
-    labels = [r.label for r in sampled]
+    labels = [_t(r.label) for r in sampled]
     ax1.barh(labels, [r.telemetry["mean_power_w"] or 0.0 for r in sampled], color="#fb8f44")
     ax1.set_xlabel("mean power, W")
     ax2.barh(labels, [r.telemetry.get("tokens_per_joule") or 0.0 for r in sampled], color="#1a7f37")

@@ -12,9 +12,11 @@ import csv
 import io
 import json
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
+from tuner.foreign_text import clean
 from tuner.trials.model import Trial, metric
 
 # Headline metrics, in the order a reader scans them.
@@ -120,13 +122,38 @@ def csv_row(trial: Trial, knob_keys: Sequence[str]) -> dict[str, Any]:
     return row
 
 
+# A cell starting with one of these is a formula to a spreadsheet (OWASP "CSV Injection":
+# = + - @, tab and carriage return; the full-width forms too, which some locales accept).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def csv_cell(value: Any) -> Any:
+    """``value`` safe for a CSV cell: numbers stay numbers, text is defused.
+
+    Text (a study name, a knob value, a failure reason: foreign) is cleaned of
+    terminal escapes, control and bidi characters (tuner.foreign_text), and a
+    text that a spreadsheet would run as a formula gets OWASP's leading ``'``,
+    unless it is a plain number written as text (``-1``).
+    """
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        return value
+    text = clean(value)
+    if text.startswith(_FORMULA_START) and not _NUMBER.fullmatch(text):
+        return "'" + text
+    return text
+
+
 def to_csv(trials: Sequence[Trial]) -> str:
     """The trials as CSV text with a header row (empty cells for missing values)."""
     knob_keys = sorted({k for t in trials for k in (*t.config.env, *t.config.engine)})
     header = [*BASE_COLUMNS, *METRIC_COLUMNS, *TELEMETRY_COLUMNS, *(f"set:{k}" for k in knob_keys)]
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=header, lineterminator="\n")
-    writer.writeheader()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow([csv_cell(name) for name in header])
     for trial in trials:
-        writer.writerow({k: ("" if v is None else v) for k, v in csv_row(trial, knob_keys).items()})
+        row = csv_row(trial, knob_keys)
+        writer.writerow([csv_cell(row.get(name)) for name in header])
     return buf.getvalue()

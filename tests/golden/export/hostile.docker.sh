@@ -26,9 +26,9 @@ docker run --rm -it \
   --security-opt seccomp=unconfined \
   --shm-size 16G \
   -v "$HF_CACHE:/root/.cache/huggingface" \
-  -v '/models/it'\''s a "model" $(touch PWNED) `touch PWNED`
-rm -rf ~ ; é🚀:/models/it'\''s a "model" $(touch PWNED) `touch PWNED`
-rm -rf ~ ; é🚀:ro' \
+  --mount 'type=bind,"source=/models/it'\''s a ""model"" $(touch PWNED) `touch PWNED`
+rm -rf ~ ; é🚀","target=/models/it'\''s a ""model"" $(touch PWNED) `touch PWNED`
+rm -rf ~ ; é🚀",readonly' \
   -e HF_TOKEN \
   -e 'NCCL_DEBUG=INFO'\''; touch PWNED; echo '\''' \
   -e 'VLLM_CUSTOM_TEXT=line1
