@@ -43,8 +43,8 @@ from tuner.bench.workload import (
 )
 from tuner.config import EngineConfig
 from tuner.lab.job_spec import ABJobSpec, read_spec
+from tuner.lab.limits import MAX_LAUNCHES, MAX_PROBES, MAX_REPEATS, MAX_TRIALS
 from tuner.lab.workload import workload_from_texts
-from tuner.studies.limits import MAX_LAUNCHES, MAX_PROBES, MAX_REPEATS, MAX_TRIALS
 from tuner.studies.slo import check_key
 
 REPO = Path(__file__).resolve().parents[1]

@@ -63,6 +63,11 @@ def _store(db: Path, study: str, values: list[str]) -> None:
 def _report(tmp_path: Path, study: str, values: list[str]) -> tuple[int, str, Path]:
     db = tmp_path / "t.db"
     _store(db, study, values)
+    return _run_report(db, tmp_path / "out")
+
+
+def _run_report(db: Path, out: Path) -> tuple[int, str, Path]:
+    """``tunelab report --store DB --out OUT`` through the real command."""
     app = typer.Typer()
 
     @app.callback()
@@ -70,7 +75,6 @@ def _report(tmp_path: Path, study: str, values: list[str]) -> tuple[int, str, Pa
         """test root"""
 
     report_cli.register(app)
-    out = tmp_path / "out"
     result = CliRunner().invoke(app, ["report", "--store", str(db), "--out", str(out)])
     assert result.exception is None or isinstance(result.exception, SystemExit), repr(
         result.exception
@@ -161,16 +165,8 @@ def test_the_launch_command_is_only_what_export_would_write(tmp_path: Path) -> N
             )
             store.add(trial)
             store.save_result(trial, {**RESULTS, "output_throughput": 100.0 + 50 * i})
-    app = typer.Typer()
-
-    @app.callback()
-    def _root() -> None:
-        """test root"""
-
-    report_cli.register(app)
-    out = tmp_path / "out"
-    result = CliRunner().invoke(app, ["report", "--store", str(db), "--out", str(out)])
-    assert result.exit_code == 0, result.output
+    code, output, out = _run_report(db, tmp_path / "out")
+    assert code == 0, output
     for name in ("report.md", "report.html"):
         text = (out / name).read_text()
         assert "--tool-parser-plugin" not in text, name

@@ -60,3 +60,14 @@ class RunFailedError(TunelabError):
     """Base for failures of a run (engine, benchmark, server): exit code 1."""
 
     exit_code = EXIT_RUN_FAILED
+
+
+def with_fix(exc: BaseException) -> str:
+    """The error's message and, on a line of its own, its fix (``fix: ...``) where it has one.
+
+    The one rendering of "what is wrong, what to do" that the faces print for any error that
+    carries a ``fix`` (a :class:`TunelabError`, or a library error given one).
+    """
+    fix = getattr(exc, "fix", None)
+    text = exc.message if isinstance(exc, TunelabError) else str(exc)
+    return f"{text}\nfix: {fix}" if fix else text

@@ -30,9 +30,9 @@ from tuner.cli.study_output import dump
 from tuner.export.preset import dump_preset
 from tuner.lab import config as lab_config
 from tuner.lab.ablation import minimal_preset
+from tuner.lab.limits import MAX_REPEATS
 from tuner.lab.study import Study
 from tuner.studies.ablate import AblateError, changed_knobs, run_ablation
-from tuner.studies.limits import MAX_REPEATS
 from tuner.trials.model import TrialStatus
 from tuner.trials.store import StoreError, TrialNotFound
 

@@ -31,6 +31,7 @@ from tuner.bench.text import shown
 from tuner.bench.workload import Workload, WorkloadError
 from tuner.cli import bench_options as bo
 from tuner.cli.options import DEFAULT_INPUT_LEN, DEFAULT_NUM_PROMPTS, DEFAULT_OUTPUT_LEN
+from tuner.errors import with_fix
 from tuner.lab.workload import BY_NAME, parse_field
 
 if TYPE_CHECKING:
@@ -60,12 +61,6 @@ def register(app: typer.Typer) -> None:
 def _fail(message: str) -> typer.Exit:
     typer.echo(f"tunelab bench: {message}", err=True)
     return typer.Exit(2)
-
-
-def _with_fix(exc: Exception) -> str:
-    """The error's message and, on a second line, its fix (a TunelabError's ``fix``)."""
-    fix = getattr(exc, "fix", None)
-    return f"{exc}\nfix: {fix}" if fix else str(exc)
 
 
 def clean(text: str) -> str:
@@ -191,7 +186,7 @@ def bench_command(
             stall_timeout_s=stall_timeout,
         )
     except WorkloadError as exc:
-        raise _fail(_with_fix(exc)) from None
+        raise _fail(with_fix(exc)) from None
     guard = {"deadline_s": deadline, "max_consecutive_failures": max_failures}
     result = _measure(url, model, wl, tokenizer, headers, guard, live=not as_json)
     _report(result, as_json=as_json, output=output, detailed=detailed)
@@ -240,10 +235,10 @@ def _measure(
                 )
             )
         except BenchStopped as exc:
-            typer.echo(f"tunelab bench: {clean(_with_fix(exc))}", err=True)
+            typer.echo(f"tunelab bench: {clean(with_fix(exc))}", err=True)
             raise typer.Exit(1) from None
         except (BenchError, WorkloadError, GuardOptionError) as exc:
-            raise _fail(clean(_with_fix(exc))) from None
+            raise _fail(clean(with_fix(exc))) from None
 
 
 def _report(result: BenchResult, *, as_json: bool, output: Path | None, detailed: bool) -> None:

@@ -25,12 +25,13 @@ from tuner.cli import options as opt
 from tuner.cli import study_session
 from tuner.cli.safe_text import markup
 from tuner.cli.study_output import dump
+from tuner.errors import with_fix
 from tuner.lab import capacity as lab_capacity
 from tuner.lab import config as lab_config
+from tuner.lab.limits import MAX_LAUNCHES, MAX_PROBES
 from tuner.studies.capacity import CapacityAB, CapacityError, Grid
 from tuner.studies.capacity_run import run_capacity, run_capacity_ab
 from tuner.studies.capacity_sweep import CapacitySweep, run_capacity_sweep
-from tuner.studies.limits import MAX_LAUNCHES, MAX_PROBES
 from tuner.studies.slo import SLOError, parse_slo
 from tuner.studies.space import Param, SpaceError, parse_param
 
@@ -160,7 +161,7 @@ def capacity_command(
         grid = lab_capacity.grid(by, start=start, limit=limit, step=step)
         lab_capacity.check_plan(grid, launches=launches, probes=probes)
     except (SLOError, CapacityError) as exc:
-        raise opt.usage_error("capacity", _with_fix(exc)) from None
+        raise opt.usage_error("capacity", with_fix(exc)) from None
     # The SLO's goodput bounds on each request come from the one owner the TUI uses too.
     base = lab_capacity.probe_base(
         opt.make_workload(
@@ -209,7 +210,7 @@ def _sweep_param(text: str) -> Param:
         param = parse_param(text)
         param.values()
     except SpaceError as exc:
-        raise opt.usage_error("capacity", f"--sweep: {_with_fix(exc)}") from None
+        raise opt.usage_error("capacity", f"--sweep: {with_fix(exc)}") from None
     if param.kind != "categorical":
         raise opt.usage_error(
             "capacity", f"--sweep takes listed values (KEY=V1,V2,...), not a range: {text!r}"
@@ -257,7 +258,7 @@ def _run(
             kwargs["on_launch"] = None if quiet else _print_arm_launch
             return study_session.run_async("capacity", lambda: ab(**kwargs))
     except CapacityError as exc:
-        typer.echo(f"tunelab capacity: {_with_fix(exc)}", err=True)
+        typer.echo(f"tunelab capacity: {with_fix(exc)}", err=True)
         raise typer.Exit(exc.exit_code) from None
 
 
@@ -303,11 +304,6 @@ def _finish_sweep(report: CapacitySweep, as_json: bool) -> None:
         typer.echo(report.summary())
     if report.best is None:
         raise typer.Exit(1)
-
-
-def _with_fix(exc: Exception) -> str:
-    fix = getattr(exc, "fix", None)
-    return f"{exc} ({fix})" if fix else str(exc)
 
 
 def _print_launch(answer: LaunchCapacity) -> None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from tuner.cli.safe_text import clean
+from tuner.errors import with_fix
 from tuner.export.catalog import open_preset
 from tuner.export.errors import ExportError, PresetError
 from tuner.export.render import dropped_secrets, export, parse_formats
@@ -34,11 +35,6 @@ def register(app: typer.Typer) -> None:
 def _fail(message: str, code: int = 2) -> typer.Exit:
     typer.echo(f"tunelab export: {clean(message)}", err=True)
     return typer.Exit(code)
-
-
-def _with_fix(exc: PresetError | ExportError) -> str:
-    """The error's message, and its fix on a second line where it has one."""
-    return f"{exc}\n  fix: {exc.fix}" if exc.fix else str(exc)
 
 
 def export_command(
@@ -83,13 +79,13 @@ def export_command(
         formats = parse_formats(fmt)
         source = _from_preset(preset, allowed, allow_code) if preset else _from_trial(trial or "")
     except (PresetError, ExportError) as exc:
-        raise _fail(_with_fix(exc)) from None
+        raise _fail(with_fix(exc)) from None
     try:
         written = export(
             source, out, formats, force, name=name, allow_env=allowed, allow_code=allow_code
         )
     except ExportError as exc:  # 1 when writing failed, 2 for a name or path it cannot use
-        raise _fail(_with_fix(exc), exc.exit_code) from None
+        raise _fail(with_fix(exc), exc.exit_code) from None
     for path in written:
         typer.echo(f"wrote {path}")
     secrets = dropped_secrets(source)

@@ -30,9 +30,9 @@ from tuner.errors import TunelabError
 from tuner.guard.settings import DEFAULT_GUARD_TOKENS, MAX_GUARD_TOKENS, GuardSettings
 from tuner.introspect import IntrospectError, introspect
 from tuner.lab import config as lab_config
+from tuner.lab.limits import MAX_STARTUP_TIMEOUT_S
 from tuner.lab.run import guard_settings
 from tuner.lab.workload import BY_NAME, WorkloadField, workload_from_texts
-from tuner.studies.limits import MAX_STARTUP_TIMEOUT_S
 from tuner.trials.store import StoreError, TrialStore
 
 

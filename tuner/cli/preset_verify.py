@@ -31,7 +31,7 @@ from tuner.cli.study_options import GpusOpt, VerboseOpt
 from tuner.cli.study_output import dump
 from tuner.environment import differences_from_preset
 from tuner.lab import config as lab_config
-from tuner.studies.limits import MAX_REPEATS
+from tuner.lab.limits import MAX_REPEATS
 from tuner.studies.verify import VerifyError, reference_of, run_verify
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ Typer has no option groups, so each option is an ``Annotated`` alias the
 commands in tuner.cli.studies declare as a parameter; keeping them here keeps
 each command's signature one line per option (and the commands short). The
 options shared with ``tunelab run`` live in tuner.cli.options. The counts'
-maxima are tuner.studies.limits' (the job spec and capacity plan use them too).
+maxima are tuner.lab.limits' (the job spec and capacity plan use them too).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from tuner.studies.limits import MAX_REPEATS, MAX_TRIALS
+from tuner.lab.limits import MAX_REPEATS, MAX_TRIALS
 
 # -- shared by the study commands -------------------------------------------------
 SloListOpt = Annotated[

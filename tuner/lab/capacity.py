@@ -22,6 +22,8 @@ from tuner.bench.workload import (
     check_rate,
 )
 from tuner.config import EngineConfig
+from tuner.lab.limits import MAX_LAUNCHES, MAX_PROBES, MAX_TRIALS, StudyLimitError
+from tuner.lab.limits import check_count as check_study_count
 from tuner.studies.capacity import By, CapacityError, CapacityReport, Grid, LaunchCapacity
 from tuner.studies.capacity_run import (
     DEFAULT_PROBES,
@@ -30,8 +32,6 @@ from tuner.studies.capacity_run import (
     run_capacity,
 )
 from tuner.studies.capacity_search import CapacitySearchReport, run_capacity_search
-from tuner.studies.limits import MAX_LAUNCHES, MAX_PROBES, MAX_TRIALS, StudyLimitError
-from tuner.studies.limits import check_count as check_study_count
 from tuner.studies.slo import SLO, SLOError, parse_slo
 from tuner.studies.space import Space
 from tuner.trials.events import (

@@ -24,7 +24,7 @@ from tuner.bounded import read_text
 from tuner.config import EngineConfig
 from tuner.errors import TunelabError
 from tuner.export.files import atomic_write
-from tuner.studies.limits import MAX_REPEATS, MAX_STARTUP_TIMEOUT_S, check_count, check_seconds
+from tuner.lab.limits import MAX_REPEATS, MAX_STARTUP_TIMEOUT_S, check_count, check_seconds
 
 SPEC_VERSION = 1
 # Two configs and a workload are a few KiB; a spec larger than this is not the TUI's.
