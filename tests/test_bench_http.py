@@ -152,3 +152,39 @@ async def test_garbage_is_a_bad_response_not_a_traceback() -> None:
     exc = resp.done.exception()
     assert isinstance(exc, HttpError) and exc.kind == "bad response" and conn.closed
     await asyncio.sleep(0)
+
+
+async def test_the_retry_after_a_stale_kept_alive_connection_opens_a_fresh_one() -> None:
+    """Two idle connections the server has closed (the client not yet told): one retry, fresh.
+
+    CI stop 33: the retry took the next idle connection, as stale as the first,
+    and a request that any server would have answered failed "disconnected".
+    """
+    from tuner.bench.http import StreamingHttp
+
+    accepted = 0
+
+    async def handle(reader: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        nonlocal accepted
+        accepted += 1
+        stale = accepted <= 2  # the two pooled connections: closed as soon as they are used
+        await reader.readuntil(b"\r\n\r\n")
+        if not stale:
+            w.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(SSE_BODY), SSE_BODY))
+            await w.drain()
+        w.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = StreamingHttp(f"http://127.0.0.1:{port}")
+    try:
+        client._idle = [await client._connect(), await client._connect()]
+        got: list[bytes] = []
+        status, _ = await client.post_stream(
+            "/x", b"{}", lambda d, now: got.append(d), lambda n: None
+        )
+        assert status == 200 and b"".join(got) == SSE_BODY
+        assert accepted == 3  # one stale connection tried, then a fresh one
+    finally:
+        client.close()
+        server.close()

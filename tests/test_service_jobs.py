@@ -18,7 +18,6 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from tests.support import fault_procs
@@ -160,13 +159,5 @@ def test_an_ab_job_survives_the_terminal_hang_up_and_a_killed_service(
     results = _tunelab("results", "--study", "detached", "--json", env=job_env)
     trials = json.loads(results.stdout)
     assert len(trials) == 6 and all(t["status"] == "done" for t in trials), trials
-    service_now = fault_procs.service_pid(tunelab_home)
-    leftovers = []
-    for proc in psutil.process_iter(["pid", "cmdline", "environ"]):
-        try:
-            mine = (proc.info["environ"] or {}).get("TUNELAB_HOME") == str(tunelab_home)
-            if mine and proc.pid not in (os.getpid(), service_now):
-                leftovers.append(proc.info["cmdline"])
-        except psutil.Error:
-            continue
-    assert leftovers == [], leftovers
+    keep = {os.getpid(), fault_procs.service_pid(tunelab_home) or -1}
+    assert fault_procs.processes_of(tunelab_home, keep) == []

@@ -14,6 +14,11 @@ launch-to-launch noise into a win). Run these under ``flock /tmp/tunelab-engine.
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -91,22 +96,56 @@ def test_ab_max_num_seqs_1_vs_64_is_b_better_and_stops_early(demo_model_path: Pa
     assert all(str(t.status) == "done" for t in stored)
 
 
-def test_ab_config_against_itself_is_no_difference(demo_model_path: Path) -> None:
-    base = _base(demo_model_path)
-    runner = _runner()
+def test_ab_config_against_itself_is_no_difference_in_a_detached_job(
+    demo_model_path: Path, tunelab_home: Path
+) -> None:
+    """The same config twice, as a detached job: ``tunelab jobs start -f -- ab ...``.
+
+    The job runs in the study service with tunelab's own entry point, so this one A/B also
+    covers a real vLLM engine launched by a service job (the environment, the consent and
+    the engine gate crossing the service; no process left behind) — the path a TUI's ``a``
+    takes, whose hang-up mechanics tests/test_tui_detach.py checks on the engine double.
+    """
+    from tests.support import fault_procs
+    from tuner.cpu_demo import DEMO_ENGINE_ARGS
+
+    env = {**os.environ, "TUNELAB_HOME": str(tunelab_home), "TUNELAB_SERVICE_IDLE": "20"}
+    env["COLUMNS"] = "200"
+    env.pop("TUNELAB_JOB_ENTRY", None)  # the real tunelab, not the double's CLI
+    sets = [f"{key}={value}" for key, value in DEMO_ENGINE_ARGS.items()]
+    args = ["ab", "--model", str(demo_model_path)]
+    args += [a for s in sets for flag in ("--a-set", "--b-set") for a in (flag, s)]
+    args += ["--repeats", "2", "--study", "ab-self", "--no-guard", "--json"]
+    args += ["--input-len", "32", "--output-len", "32", "--num-prompts", "32"]
+    args += ["--concurrency", "32", "--warmup", "32"]
     # At 95% an A/B of identical configs names a false winner 5% of the time by
     # construction; 99% keeps this test's false-alarm rate at 1% (the verdict
     # logic is the same; test_studies_stats checks the 95% rate on synthetic data).
-    report = asyncio.run(
-        run_ab(base, base, LOAD, runner, repeats=2, study="ab-self", confidence=0.99)
-    )
-    print(report.summary())
-    for row in report.rows:
-        print(row.metric, row.a.samples, row.b.samples, row.verdict.value)
-    assert not report.failures, report.failures
-    assert report.verdict is Verdict.NO_DIFFERENCE
-    row = report.objective_row
-    assert row is not None and row.ci_low < 0 < row.ci_high
+    args += ["--confidence", "0.99"]
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "tui", "jobs", "start", "-f", "--", *args],
+            env=env,
+            cwd=fault_procs.REPO,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+        text = out.stdout
+        report = json.loads(text[text.index("\n{") + 1 : text.rindex("\n}") + 2])
+        head = report["metrics"][0]
+        print(head)
+        assert head["metric"] == "output_throughput"
+        assert head["a"]["n"] == 2 and head["b"]["n"] == 2, head
+        assert report["verdict"] == "no significant difference", report["verdict"]
+        assert head["ci_low"] < 0 < head["ci_high"], head
+        service = fault_procs.service_pid(tunelab_home)
+        assert fault_procs.processes_of(tunelab_home, keep={os.getpid(), service or -1}) == []
+    finally:
+        service = fault_procs.service_pid(tunelab_home)
+        if service is not None:
+            os.kill(service, signal.SIGTERM)
 
 
 def test_concurrency_sweep_uses_one_engine(demo_model_path: Path) -> None:

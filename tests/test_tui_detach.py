@@ -8,10 +8,10 @@ Then: the TUI is gone within seconds, the A/B job goes on to its end in the
 service, and a new TUI attaches to the study's job and shows the verdict the
 core rebuilds from the store (``Study.last_ab``), with nothing left running.
 
-The double variant's job runs the study ENGINE DOUBLE
-(``TUNELAB_JOB_ENTRY=tests.support.study_cli``); the ``engine`` variant runs
-real vLLM on the CPU demo model end to end (the baseline with ``r`` in the
-TUI, the A/B in the service).
+The job runs the study ENGINE DOUBLE (``TUNELAB_JOB_ENTRY=tests.support.study_cli``).
+A real vLLM engine launched by a service job is covered once, by
+tests/test_studies_engine.py's detached A/B (this file's real-engine variant
+cost four minutes of CI for the same service path).
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 from textual.message import Message
 from textual.widgets import RichLog, Static
@@ -54,22 +53,10 @@ def _started_a_launch(client: ServiceClient, job_id: str) -> bool:
     return any(isinstance(e, TrialStage) and e.stage == "ready" for e in chunk.events)
 
 
-def _mine(home: Path, keep: set[int]) -> list[str]:
-    found = []
-    for proc in psutil.process_iter(["pid", "cmdline", "environ"]):
-        try:
-            mine = (proc.info["environ"] or {}).get("TUNELAB_HOME") == str(home)
-            if mine and proc.pid not in keep:
-                found.append(" ".join(proc.info["cmdline"] or [])[:160])
-        except psutil.Error:
-            continue
-    return found
-
-
-def _hang_up_during_ab(home: Path, db: Path, env: dict[str, str], real: bool) -> str:
-    """Starts the TUI in a pty, runs the A/B (after ``r`` when ``real``), hangs up in its first
-    launch; returns the job id once the TUI is gone."""
-    args = ["--store", str(db), "--detach"] + (["--real"] if real else [])
+def _hang_up_during_ab(home: Path, db: Path, env: dict[str, str]) -> str:
+    """Starts the TUI in a pty, runs the A/B, hangs up in its first launch; returns the job
+    id once the TUI is gone."""
+    args = ["--store", str(db), "--detach"]
     pid, fd = pty.fork()
     if pid == 0:  # the child: become the TUI at once
         signal.signal(signal.SIGHUP, signal.SIG_DFL)
@@ -78,13 +65,6 @@ def _hang_up_during_ab(home: Path, db: Path, env: dict[str, str], real: bool) ->
     status = None
     try:
         with ServiceClient(start=False) as client:
-            if real:
-                deadline = time.monotonic() + 400
-                while not _has_done_trial(db):
-                    assert time.monotonic() < deadline, "the baseline run never finished"
-                    if not db.exists():
-                        os.write(fd, b"r")  # repeated until the app has settled and takes it
-                    fault_procs.pump_pty(fd, 1.0)
             deadline = time.monotonic() + 90
             job = None
             while job is None:
@@ -92,7 +72,7 @@ def _hang_up_during_ab(home: Path, db: Path, env: dict[str, str], real: bool) ->
                 os.write(fd, b"a")  # repeated until the app has settled and takes it
                 fault_procs.pump_pty(fd, 3.0)
                 job = _tui_job(client) if client.running() else None
-            deadline = time.monotonic() + (300 if real else 60)
+            deadline = time.monotonic() + 60
             while not _started_a_launch(client, job["id"]):
                 assert time.monotonic() < deadline, "the A/B job never brought an engine up"
                 fault_procs.pump_pty(fd, 0.5)
@@ -110,13 +90,6 @@ def _hang_up_during_ab(home: Path, db: Path, env: dict[str, str], real: bool) ->
     finally:
         fault_procs.end_pty_child(fd, pid, exited=status is not None)
     return str(job["id"])
-
-
-def _has_done_trial(db: Path) -> bool:
-    if not db.exists():
-        return False
-    with TrialStore(db) as store:
-        return any(t.status.value == "done" for t in store.list(study="tui"))
 
 
 SEED = ["--model", "tunelab:demo", "--set", "max-num-seqs=4"]
@@ -199,21 +172,23 @@ def _env(home: Path, job_entry: str | None) -> dict[str, str]:
     return env
 
 
-async def _scenario(home: Path, real: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_tui_ab_outlives_a_hang_up_and_a_new_tui_shows_its_verdict(
+    tunelab_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tunelab_home
     db = home / "store.db"
-    entry = None if real else "tests.support.study_cli"
+    entry = "tests.support.study_cli"
     env = _env(home, entry)
-    if entry:
-        monkeypatch.setenv("TUNELAB_JOB_ENTRY", entry)
-        env["DOUBLE_TOKEN_MS"] = "5"  # each launch lasts long enough to be cut
-        _seed_baseline(db, env)
-        env["DOUBLE_STARTUP_S"] = "1.5"  # the A/B's engines take a while to start
+    monkeypatch.setenv("TUNELAB_JOB_ENTRY", entry)
+    env["DOUBLE_TOKEN_MS"] = "5"  # each launch lasts long enough to be cut
+    _seed_baseline(db, env)
+    env["DOUBLE_STARTUP_S"] = "1.5"  # the A/B's engines take a while to start
     try:
-        job_id = _hang_up_during_ab(home, db, env, real)
+        job_id = _hang_up_during_ab(home, db, env)
         with ServiceClient(start=False) as client:
             job = client.job(job_id)
             assert job["state"] in ("queued", "running"), job  # it outlived the terminal
-            deadline = time.monotonic() + (600 if real else 180)
+            deadline = time.monotonic() + 180
             while client.job(job_id)["state"] in ("queued", "running"):
                 assert time.monotonic() < deadline, "the A/B job did not finish"
                 time.sleep(1.0)
@@ -221,28 +196,16 @@ async def _scenario(home: Path, real: bool, monkeypatch: pytest.MonkeyPatch) -> 
         report, shown, events = await _reopen_and_read_verdict(db)
         _check_reopened(db, home, job_id, report, shown)
         # The replay keeps the job's own times: each engine's start took what it took in the
-        # job (the double's 1.5 s; vLLM's many seconds), not the moment the replay took.
+        # job (the double's 1.5 s), not the moment the replay took.
         ready = [int(m.group(1)) for e in events if (m := re.search(r"ready after (\d+) s", e))]
         assert len(ready) >= 2 and min(ready) >= 1, events
         assert sum("starting the engine" in e for e in events) == len(ready), events
-        assert _mine(home, {os.getpid(), fault_procs.service_pid(home) or -1}) == []
+        left = fault_procs.processes_of(home, {os.getpid(), fault_procs.service_pid(home) or -1})
+        assert left == []
     finally:
         service = fault_procs.service_pid(home)
         if service is not None:
             os.kill(service, signal.SIGTERM)
-
-
-async def test_a_tui_ab_outlives_a_hang_up_and_a_new_tui_shows_its_verdict(
-    tunelab_home: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    await _scenario(tunelab_home, real=False, monkeypatch=monkeypatch)
-
-
-@pytest.mark.engine
-async def test_on_the_real_cpu_engine_a_tui_ab_outlives_a_hang_up(
-    tunelab_home: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    await _scenario(tunelab_home, real=True, monkeypatch=monkeypatch)
 
 
 async def test_s_stops_the_detached_ab_in_the_service_and_q_offers_to_leave_it_running(
@@ -298,7 +261,8 @@ async def test_s_stops_the_detached_ab_in_the_service_and_q_offers_to_leave_it_r
             trials = store.list(study="tui")
         assert not [t for t in trials if t.status.active], [(t.id, t.status) for t in trials]
         assert any(t.status.value == "interrupted" for t in trials), [t.status for t in trials]
-        assert _mine(tunelab_home, {os.getpid(), fault_procs.service_pid(tunelab_home) or -1}) == []
+        keep = {os.getpid(), fault_procs.service_pid(tunelab_home) or -1}
+        assert fault_procs.processes_of(tunelab_home, keep) == []
     finally:
         service = fault_procs.service_pid(tunelab_home)
         if service is not None:

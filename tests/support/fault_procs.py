@@ -133,6 +133,23 @@ def service_pid(home: Path) -> int | None:
     return None
 
 
+def processes_of(home: Path, keep: set[int]) -> list[str]:
+    """Command lines of the processes running with ``TUNELAB_HOME=home``, but ``keep``'s.
+
+    What a study, a job or a TUI left behind: its engines (vLLM's API server, engine core
+    and workers inherit the variable) or its own processes.
+    """
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline", "environ"]):
+        try:
+            mine = (proc.info["environ"] or {}).get("TUNELAB_HOME") == str(home)
+            if mine and proc.pid not in keep:
+                found.append(" ".join(proc.info["cmdline"] or [])[:160])
+        except psutil.Error:
+            continue
+    return found
+
+
 def end_pty_child(fd: int, pid: int, exited: bool) -> None:
     """Closes the terminal (when still open) and kills the child if it has not exited itself."""
     import contextlib

@@ -7,7 +7,7 @@ ENGINE DOUBLE in place of vLLM (its token gap comes from ``DOUBLE_TOKEN_MS``
 in the environment, so the test can make a run last long enough to cut it).
 With ``--detach`` no engine command is injected, so the A/B goes to the study
 service as in production (the job's engine is the double when
-``TUNELAB_JOB_ENTRY`` says so); ``--real`` runs real vLLM for ``r`` as well.
+``TUNELAB_JOB_ENTRY`` says so).
 """
 
 from __future__ import annotations
@@ -27,12 +27,11 @@ def main(argv: list[str] | None = None) -> int:
         help="no in-process engine: the A/B goes to the study service, whose job runs the "
         "engine TUNELAB_JOB_ENTRY names (the double) or real vLLM",
     )
-    parser.add_argument("--real", action="store_true", help="real vLLM for `r` too (CPU engine)")
     args = parser.parse_args(argv)
     from tests.support.tui_harness import services
     from tui.app import TunelabApp
 
-    svc = replace(services(double=not (args.detach or args.real)), store_path=Path(args.store))
+    svc = replace(services(double=not args.detach), store_path=Path(args.store))
     TunelabApp(services=svc).run()
     return 0
 

@@ -374,7 +374,8 @@ class StreamingHttp:
         ).encode()
         for attempt in (0, 1):
             conn: _Conn | None = None
-            while self._idle and conn is None:
+            # The retry takes a fresh connection: every idle one may be as stale as the first.
+            while attempt == 0 and self._idle and conn is None:
                 idle = self._idle.pop()
                 conn = None if idle.closed else idle
             reused = conn is not None
