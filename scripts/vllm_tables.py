@@ -13,7 +13,12 @@ string, a path, a dict or an import name is refused unless tunelab's policy know
 - configs: every dataclass or pydantic config reachable from a JSON-valued option, field by
   field (``dataclasses.fields`` and the annotations, resolved where they resolve);
 - environment variables: ``vllm/envs.py`` ``environment_variables``, each reader classified
-  from its source (``bool(int(...))``, ``int(...)``, ``== "1"``, ``env_with_choices``).
+  from its source (``bool(int(...))``, ``int(...)``, ``== "1"``, ``env_with_choices``);
+- attention backends: what each backend class accepts (head sizes, KV-cache dtypes, block
+  sizes, MLA, sinks, attention types, GPU architectures) and ROCm's priority order, from the
+  classes' own predicates (``scripts/vllm_attention.py``);
+- config refusals: whether the release's ``SchedulerConfig`` refuses a relation tunelab names
+  (batched tokens below max-num-seqs ...) and its sentence (``scripts/vllm_config_checks.py``).
 
 Run it with the interpreter that has the vLLM release (it imports vLLM, so tunelab never does)::
 
@@ -38,6 +43,10 @@ import sys
 import types
 import typing
 from typing import Any
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import vllm_attention  # the sibling modules, found from any working directory
+import vllm_config_checks
 
 OUT_DIR = pathlib.Path(__file__).resolve().parent.parent / "tuner" / "vllm_tables"
 _NONE = type(None)
@@ -357,6 +366,8 @@ def build() -> dict[str, Any]:
         "serve_options": options,
         "configs": dict(sorted(described.items())),
         "env": env_table(),
+        "attention": vllm_attention.attention_table(),
+        "config_refusals": vllm_config_checks.scheduler_refusals(),
     }
 
 

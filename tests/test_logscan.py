@@ -153,3 +153,35 @@ def test_argparse_error_is_a_reason() -> None:
 def test_port_in_use_detection() -> None:
     assert logscan.port_in_use(["OSError: [Errno 98] Address already in use"])
     assert not logscan.port_in_use(["ValueError: nope"])
+
+
+def test_a_refused_config_gives_vllms_sentence_not_the_pydantic_header() -> None:
+    """Issue 27: vLLM 0.32 refusing max-num-batched-tokens below max-num-seqs at start.
+
+    The log is the real CPU engine's (``--max-num-seqs 64 --max-num-batched-tokens 16``,
+    paths shortened): the traceback ends with pydantic's "1 validation error for
+    SchedulerConfig" header, and the sentence after it is what the user must read.
+    """
+    from pathlib import Path
+
+    log = Path(__file__).parent / "data" / "vllm-logs" / "cpu-0.32-mbt-below-max-num-seqs.log"
+    reason = logscan.failure_reason(log.read_text().splitlines(), 1)
+    assert reason == (
+        "vLLM refused the config (SchedulerConfig): max_num_batched_tokens (16) must be "
+        "greater than or equal to max_num_seqs (64)."
+    )
+
+
+def test_a_pydantic_refusal_names_each_field() -> None:
+    lines = [
+        "pydantic_core._pydantic_core.ValidationError: 2 validation errors for CompilationConfig",
+        "level",
+        "  Extra inputs are not permitted [type=extra_forbidden, input_value=3, input_type=int]",
+        "    For further information visit https://errors.pydantic.dev/2.14/v/extra_forbidden",
+        "mode",
+        "  Input should be 0, 1, 2 or 3 [type=enum, input_value=9, input_type=int]",
+    ]
+    assert logscan.failure_reason(lines, 1) == (
+        "vLLM refused the config (CompilationConfig): level: Extra inputs are not permitted; "
+        "mode: Input should be 0, 1, 2 or 3"
+    )

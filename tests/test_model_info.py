@@ -30,7 +30,7 @@ def close(actual: float, expected: float, rel: float) -> bool:
 
 def test_every_shared_config_is_copied_and_analyzable() -> None:
     files = sorted(CONFIGS.glob("*.json"))
-    assert len(files) == 9
+    assert len(files) == 10  # the 9 of ../shared/data and Phi-3-mini (issue 27: head size 96)
     for path in files:
         info = analyze(str(path))
         assert info.num_layers > 0 and info.param_count > 0 and info.kv_bytes_per_token() > 0
@@ -179,3 +179,15 @@ def test_offline_uncached_id_is_refused_without_network(
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ModelError, match="HF_HUB_OFFLINE"):
         analyze("some-org/not-cached-model")
+
+
+def test_packed_kv_dtypes_count_the_bytes_vllm_allocates() -> None:
+    """Issue 27: KV dtypes added since 0.20 are sized as vLLM 0.32 packs them (the table's
+    ``kv_bytes``, read from the backends' customize_spec), not as 2 bytes per element."""
+    info = load("meta-llama__Llama-3.1-8B-Instruct")
+    # TurboQuant 4-bit: 134 B per token per KV head at head size 128 (packed K and V slots).
+    assert info.kv_bytes_per_token("turboquant_4bit_nc") == 32 * 8 * 134
+    assert info.kv_bytes_per_token("turboquant_k8v4") == 32 * 8 * 196
+    # Per-token-head int8: 1 byte per element plus a 4-byte scale per token, head and K/V.
+    assert info.kv_bytes_per_token("int8_per_token_head") == 32 * 8 * (2 * 128 + 8)
+    assert info.kv_bytes_per_token("fp8") == 65536 and info.kv_bytes_per_token() == 131072

@@ -32,6 +32,7 @@ def model(name: str) -> ModelInfo:
         "mixtral": "mistralai__Mixtral-8x7B-Instruct-v0.1",
         "qwen3moe": "Qwen__Qwen3-30B-A3B",
         "qwen3fp8": "Qwen__Qwen3-30B-A3B-FP8",
+        "phi3": "microsoft__Phi-3-mini-4k-instruct",
     }
     return analyze(str(CONFIGS / f"{files[name]}.json"))
 

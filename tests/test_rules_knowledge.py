@@ -24,6 +24,7 @@ from tests.test_rules import (
     Case,
     case_id,
     check_case,
+    model,
     run,
 )
 from tuner.config import EngineConfig
@@ -523,10 +524,16 @@ def test_effective_backend_by_release() -> None:
 
 def test_rocm_attn_message_names_the_paged_attention_fallback() -> None:
     config = EngineConfig(model="m", env=dict(AITER_ON), engine={"max-model-len": 200000})
-    found = check(config, small_heads(), ROCM_NEW)
+    found = check(config, model("llama8b"), ROCM_NEW)
+    hit = next(f for f in found if f.rule == "rocm-attn-default-backend")
+    assert "max-model-len 200,000" in hit.message and "#36702" in hit.source
+    assert hit.fix == {"attention-backend": "ROCM_AITER_FA", "VLLM_ROCM_USE_AITER": "1"}
+    # Head size 32: vLLM 0.32's ROCM_AITER_FA takes 64/128/256 (issue 27), so the fallback is
+    # named without proposing a backend that would not start.
+    found = check(config, small_heads(), Target("0.32.0", "rocm", 8, 192.0, gpu_arch="gfx942"))
     hit = next(f for f in found if f.rule == "rocm-attn-default-backend")
     assert "head size 32" in hit.message and "max-model-len 200,000" in hit.message
-    assert "#36702" in hit.source
+    assert hit.fix is None and "head_size not supported (32" in hit.message
 
 
 def test_unified_env_cites_the_reorder_pr() -> None:

@@ -462,10 +462,11 @@ def test_rule(case: Case) -> None:
 
 
 def test_every_rule_has_a_firing_and_a_silent_case() -> None:
+    from tests.test_rules_backends import CASES as BACKEND_CASES
     from tests.test_rules_fit_parallel import CASES as FIT_CASES
     from tests.test_rules_knowledge import CASES as KNOWLEDGE_CASES
 
-    cases = FIRST_CASES + CASES + FIT_CASES + KNOWLEDGE_CASES
+    cases = FIRST_CASES + CASES + FIT_CASES + KNOWLEDGE_CASES + BACKEND_CASES
     firing = {c.rule for c in cases if c.fires}
     silent = {c.rule for c in cases if not c.fires}
     ids = {r.id for r in RULES}

@@ -145,14 +145,50 @@ def port_in_use(lines: list[str]) -> bool:
     return any("Address already in use" in line or "Errno 98" in line for line in lines)
 
 
+_PYDANTIC_HEAD_RE = re.compile(r"(?P<n>\d+) validation errors? for (?P<cls>\w+)\s*$")
+_PYDANTIC_TAIL_RE = re.compile(r"\s*\[type=[^\]]*\]\s*$")
+
+
 def last_error(lines: list[str]) -> str | None:
-    """The last line that names an error (prefixes stripped), or None."""
+    """The last line that names an error (prefixes stripped), or None.
+
+    A pydantic ``ValidationError`` (how vLLM's config classes refuse a value) is only a header
+    on its own ("1 validation error for SchedulerConfig"); the sentence that says what is
+    wrong is on the lines after it, and is what the user gets (:func:`pydantic_refusal`).
+    """
     cleaned = [strip_prefix(line) for line in lines if line.strip()]
-    for text in reversed(cleaned):
+    for index in range(len(cleaned) - 1, -1, -1):
+        text = cleaned[index]
         if _NOISE_RE.match(text):
             continue
-        if _ERROR_LINE_RE.search(text):
-            return text[:500]
+        if _ERROR_LINE_RE.search(text) or _PYDANTIC_HEAD_RE.search(text):
+            return (pydantic_refusal(cleaned, index) or text)[:500]
+    return None
+
+
+def pydantic_refusal(cleaned: list[str], index: int) -> str | None:
+    """"vLLM refused the config (SchedulerConfig): <its sentences>" when ``cleaned[index]`` or
+    the line before it heads a pydantic validation error, else None."""
+    for start in (index, index - 1):
+        head = _PYDANTIC_HEAD_RE.search(cleaned[start]) if start >= 0 else None
+        if head is None:
+            continue
+        said: list[str] = []
+        field: str | None = None  # pydantic names the field on its own line, then the problem
+        for text in cleaned[start + 1 : start + 1 + 4 * int(head["n"])]:
+            if text.startswith("For further information") or _NOISE_RE.match(text):
+                continue
+            if _PYDANTIC_HEAD_RE.search(text) or _ERROR_LINE_RE.search(text.split(",")[0]):
+                break
+            if re.fullmatch(r"[\w.\[\]-]+", text):
+                field = text
+                continue
+            sentence = _PYDANTIC_TAIL_RE.sub("", text).removeprefix("Value error, ").strip()
+            if sentence:
+                said.append(f"{field}: {sentence}" if field else sentence)
+                field = None
+        if said:
+            return f"vLLM refused the config ({head['cls']}): {'; '.join(said)}"
     return None
 
 

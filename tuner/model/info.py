@@ -188,6 +188,9 @@ class ModelInfo:
         purpose.
         """
         elem = kv_element_bytes(kv_cache_dtype, self.dtype)
+        packed = None if self.is_mla else _packed_kv_bytes(kv_cache_dtype, self.head_dim)
+        if packed is not None:  # vLLM's own packing of this dtype (issue 27: turboquant, ...)
+            return int(self.num_layers * self.num_kv_heads * packed)
         if self.is_mla:
             latent = (self.kv_lora_rank or 0) + (self.qk_rope_head_dim or 0)
             return int(self.num_layers * latent * elem)
@@ -226,6 +229,18 @@ class ModelInfo:
             "kv_bytes_per_token": self.kv_bytes_per_token(),
             "notes": list(self.notes),
         }
+
+
+def _packed_kv_bytes(kv_cache_dtype: str | None, head_dim: int) -> float | None:
+    """Bytes per token per KV head for a ``--kv-cache-dtype`` as the installed release's table
+    says vLLM packs it (tuner.vllm_tables); None for "auto" or a dtype it does not list."""
+    kv = (kv_cache_dtype or "auto").lower()
+    if kv == "auto":
+        return None
+    from tuner.vllm_tables import table  # one JSON file, read on first use
+
+    att = table().attention
+    return att.kv_bytes_per_head(kv, head_dim) if att is not None else None
 
 
 def kv_element_bytes(kv_cache_dtype: str | None, model_dtype: str) -> float:

@@ -11,7 +11,7 @@ documents named by title (:func:`tuner.knobs.references.cite`).
 from __future__ import annotations
 
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 from tuner.config import EngineConfig
@@ -20,6 +20,7 @@ from tuner.model.info import ModelInfo
 from tuner.rules import (
     aiter,
     attention,
+    backends,
     batching,
     cudagraph,
     environment,
@@ -36,6 +37,7 @@ from tuner.rules.types import GOALS, Finding, Severity, Target, WorkloadShape
 _THEMES = (
     aiter,
     attention,
+    backends,
     batching,
     cudagraph,
     environment,
@@ -97,10 +99,22 @@ def check(
         # Sources name reference files in code; users read the documents' titles.
         findings.extend(
             replace(f, rule=f.rule or item.id, source=cite(f.source), message=cite(f.message))
-            for f in produced
+            for f in _validated(ctx, produced)
         )
     findings.sort(key=lambda f: f.severity.rank)
     return findings
+
+
+def _validated(ctx: Context, produced: Sequence[Finding]) -> Iterator[Finding]:
+    """Only fixes vLLM would start with: a fix that sets a backend vLLM's own checks refuse
+    is withdrawn from an error (which still stands) and drops advice or a warning whose
+    point was that fix."""
+    for f in produced:
+        why = backends.fix_refusal(ctx, f.fix) if f.fix else None
+        if why is None:
+            yield f
+        elif f.severity is Severity.ERROR:
+            yield replace(f, fix=None, message=f"{f.message} (no fix offered: vLLM refuses {why})")
 
 
 def blocking(findings: Sequence[Finding]) -> list[Finding]:

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 from tuner.knobs import available, get
 from tuner.knobs.value_sets import backend_is_mla, backend_platforms
+from tuner.rules.backends import fix_refusal
 from tuner.rules.base import AITER, Context, rule
 from tuner.rules.facts import (
     AITER_MLA_ANY_BLOCK_SIZE_SINCE,
@@ -217,6 +218,19 @@ def rocm_attn_default(ctx: Context) -> Iterator[Finding]:
         if misses
         else ""
     )
+    fix = {"attention-backend": "ROCM_AITER_FA", AITER: "1"}
+    refused = fix_refusal(ctx, fix)
+    if refused:  # AITER FA cannot take this model: only the fallback is worth saying
+        if misses:
+            yield Finding(
+                Severity.ADVICE,
+                ("attention-backend",),
+                f"vLLM {ctx.target.vllm_version} runs ROCM_ATTN here{fallback}; ROCM_AITER_FA is "
+                f"no alternative for this model (vLLM refuses {refused})",
+                ROCM_ATTN_CUSTOM_PA_SOURCE,
+                None,
+            )
+        return
     if ctx.aiter_on:
         head = (
             f"with {AITER}=1 alone vLLM {ctx.target.vllm_version} still selects ROCM_ATTN, not "
@@ -237,7 +251,7 @@ def rocm_attn_default(ctx: Context) -> Iterator[Finding]:
         ("attention-backend", AITER),
         head + fallback,
         f"{ROCM_ATTN_FIRST_SOURCE}; {R1} §Attention backend selection with AITER",
-        {"attention-backend": "ROCM_AITER_FA", AITER: "1"},
+        fix,
     )
 
 

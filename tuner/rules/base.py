@@ -18,6 +18,7 @@ from tuner.knobs import get as knob_for
 from tuner.knobs.value_sets import values_for
 from tuner.knobs.versions import parse_version
 from tuner.model.info import ModelInfo
+from tuner.rules.backend_facts import attention_table, layer_facts, rocm_pick
 from tuner.rules.facts import ROCM_ATTN_FIRST_SINCE, UNIFIED_BACKEND_SINCE
 from tuner.rules.types import Finding, Target, WorkloadShape
 
@@ -190,8 +191,18 @@ class Context:
         return "TRITON_ATTN"
 
     def _backend_since_019(self) -> str:
-        """vLLM ≥ 0.19's ROCm priority list (see :meth:`effective_backend`)."""
+        """vLLM ≥ 0.19's ROCm priority list (see :meth:`effective_backend`).
+
+        Where the target's release has a generated table, vLLM's own walk over it decides
+        (:func:`tuner.rules.backend_facts.rocm_pick`); the hand-read order below is for
+        releases without one.
+        """
         assert self.model is not None
+        table, facts = attention_table(self), layer_facts(self)
+        if table is not None and facts is not None:
+            picked, _ = rocm_pick(self, table, facts)
+            if picked:
+                return picked
         if self.model.is_sparse_attention:
             return "ROCM_AITER_MLA_SPARSE"
         if self.model.is_mla:

@@ -16,9 +16,11 @@ from tuner.knobs.defaults import batch_defaults
 from tuner.rules.base import Context, rule
 from tuner.rules.facts import R0
 from tuner.rules.types import GOALS, Finding, Severity
+from tuner.vllm_tables import exact
 
 MBT = "max-num-batched-tokens"
 MBT_SOURCE = f"{R0} §Configure --max-num-batched-tokens"
+CONFIG_SOURCE = "vLLM's SchedulerConfig validation (vllm/config/scheduler.py), read per release"
 
 
 @rule("chunked-prefill-off-mbt")
@@ -30,13 +32,53 @@ def chunked_prefill_off(ctx: Context) -> Iterator[Finding]:
     length = ctx.max_model_len
     if mbt is None or length is None or mbt >= length:
         return
+    release = exact(ctx.target.vllm_version)
+    said = (
+        release.refusal(
+            "mbt_below_max_model_len_without_chunked_prefill",
+            max_num_batched_tokens=mbt,
+            max_model_len=length,
+        )
+        if release
+        else None
+    )
     yield Finding(
         Severity.ERROR,
         (MBT, "enable-chunked-prefill", "max-model-len"),
-        f"with chunked prefill off, {MBT} ({mbt}) must be at least max-model-len ({length}); "
-        "vLLM refuses to start otherwise",
-        MBT_SOURCE,
+        (
+            f'with chunked prefill off vLLM {release.version} refuses to start: "{said}"'
+            if release and said
+            else f"with chunked prefill off, {MBT} ({mbt}) must be at least max-model-len "
+            f"({length}); vLLM refuses to start otherwise"
+        ),
+        CONFIG_SOURCE if said else MBT_SOURCE,
         {MBT: length},
+    )
+
+
+@rule("mbt-below-max-num-seqs")
+def mbt_below_max_num_seqs(ctx: Context) -> Iterator[Finding]:
+    """Both batch knobs set with MBT below max-num-seqs: vLLM's SchedulerConfig refuses it.
+
+    Only when both are set: vLLM clamps a defaulted max-num-seqs to MBT
+    (engine/arg_utils.py ``_set_default_max_num_seqs_and_batched_tokens_args``).
+    """
+    if not (ctx.is_set(MBT) and ctx.is_set("max-num-seqs")):
+        return
+    mbt, seqs = ctx.int_value(MBT), ctx.int_value("max-num-seqs")
+    release = exact(ctx.target.vllm_version)
+    if mbt is None or seqs is None or mbt >= seqs or release is None:
+        return
+    said = release.refusal("mbt_below_max_num_seqs", max_num_batched_tokens=mbt, max_num_seqs=seqs)
+    if said is None:
+        return
+    yield Finding(
+        Severity.ERROR,
+        (MBT, "max-num-seqs"),
+        f'vLLM {release.version} refuses to start: "{said}" Raise {MBT} to at least {seqs} '
+        "or lower max-num-seqs",
+        CONFIG_SOURCE,
+        {MBT: seqs},
     )
 
 

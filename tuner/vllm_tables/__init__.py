@@ -16,9 +16,11 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
+
+from tuner.vllm_tables.attention import AttentionTable
 
 # The release the shipped tables were generated from and that tunelab is tested against.
 DEFAULT_VERSION = "0.32.0"
@@ -35,12 +37,29 @@ class VllmTable:
         serve_options: Option name (no dashes) -> {"dest", "value": type, "negations"}.
         configs: Config class name -> {"module", "fields": {name: type}}.
         env: Variable name -> type of the value vLLM's reader parses.
+        attention: What each attention backend takes and ROCm's priority order
+            (:mod:`tuner.vllm_tables.attention`); None in a table generated before it was read.
+        config_refusals: Relation name -> {"refused", "message"} as the release's
+            ``SchedulerConfig`` answers it (scripts/vllm_config_checks.py).
     """
 
     version: str
     serve_options: Mapping[str, Any]
     configs: Mapping[str, Any]
     env: Mapping[str, Any]
+    attention: AttentionTable | None = None
+    config_refusals: Mapping[str, Any] = field(default_factory=dict)
+
+    def refusal(self, relation: str, **values: object) -> str | None:
+        """vLLM's sentence refusing ``relation`` with ``values`` filled in; None when this
+        release does not refuse it (or the table did not ask)."""
+        found = self.config_refusals.get(relation)
+        if not found or not found.get("refused"):
+            return None
+        text = str(found["message"])
+        for name, value in values.items():
+            text = text.replace("{" + name + "}", str(value))
+        return text
 
     def option_value(self, option: str) -> dict[str, Any] | None:
         """The type description of ``--option``'s value, None when vLLM has no such option."""
@@ -85,7 +104,23 @@ def table(version: str | None = None) -> VllmTable:
         serve_options=data["serve_options"],
         configs=data["configs"],
         env=data["env"],
+        attention=AttentionTable.from_json(data.get("attention")),
+        config_refusals=data.get("config_refusals", {}),
     )
+
+
+def exact(version: str | None) -> VllmTable | None:
+    """The table generated from ``version``'s own release line (same major.minor), else None.
+
+    Facts that change between releases (which backend takes what) are only read from a table
+    of the target's release: an unknown version gets the default release's table.
+    """
+    wanted = version or DEFAULT_VERSION
+    line = _release(wanted)[:2]
+    for shipped in versions():
+        if _release(shipped)[:2] == line:
+            return table(shipped)
+    return None
 
 
 def is_data(kind: Mapping[str, Any]) -> bool:

@@ -1,0 +1,211 @@
+"""Attention-backend validity from vLLM's own classes (issue 27), and fixes that validate.
+
+The facts come from ``tuner/vllm_tables/0.32.0.json``'s ``attention`` section, generated from
+the installed vLLM's backend classes (``scripts/vllm_attention.py``; test_vllm_tables.py
+regenerates it). Each class of refusal vLLM 0.32 applies at start — head size, GPU
+architecture, KV-cache dtype, block size, MLA vs MHA — is checked on a published model config
+from tests/data/hf-configs, with vLLM's own reason words; and no rule proposes a backend those
+checks refuse.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.test_rules import AITER_ON, Case, case_id, check_case, model
+from tuner.config import EngineConfig
+from tuner.rules import Severity, Target, check
+from tuner.vllm_tables import exact, table
+from tuner.vllm_tables.attention import LayerFacts
+
+MI300X = Target("0.32.0", "rocm", 8, 192.0, gpu_arch="gfx942", gpu_name="MI300X")
+MI250X = Target("0.32.0", "rocm", 8, 64.0, gpu_arch="gfx90a", gpu_name="MI250X")
+FA = {"attention-backend": "ROCM_AITER_FA"}
+
+CASES = [
+    Case("attention-backend-invalid", True, engine=FA, model="phi3", target=MI300X, id="head-96"),
+    Case("attention-backend-invalid", True, engine=FA, target=MI250X, id="aiter-fa-on-gfx90a"),
+    Case(
+        "attention-backend-invalid",
+        True,
+        engine={**FA, "kv-cache-dtype": "int8_per_token_head"},
+        target=MI300X,
+        fix={"attention-backend": None},
+        id="per-token-head-kv",
+    ),
+    Case(
+        "attention-backend-invalid",
+        True,
+        engine={"attention-backend": "ROCM_ATTN", "block-size": 1},
+        target=MI300X,
+        id="block-size-1",
+    ),
+    Case(
+        "attention-backend-invalid",
+        True,
+        engine={"attention-backend": "ROCM_AITER_MLA"},
+        target=MI300X,
+        severity=Severity.ERROR,
+        id="mla-backend-for-mha",
+    ),
+    Case("attention-backend-invalid", False, engine=FA, target=MI300X, id="llama-head-128"),
+    Case(
+        "attention-backend-invalid",
+        False,
+        engine={"attention-backend": "ROCM_AITER_MLA", "block-size": 1},
+        model="ds3",
+        target=MI300X,
+        id="aiter-mla-takes-block-1",
+    ),
+    Case(
+        "attention-backend-invalid",
+        False,
+        engine=FA,
+        model="phi3",
+        target=Target("0.12.0", "rocm", 8, 192.0),
+        id="no-table-for-0.12",
+    ),
+    Case(
+        "attention-no-valid-backend",
+        True,
+        engine={"block-size": 1},
+        target=MI300X,
+        severity=Severity.ERROR,
+        id="mha-block-1",
+    ),
+    Case(
+        "attention-no-valid-backend",
+        False,
+        env=AITER_ON,
+        engine={"block-size": 1},
+        model="ds3",
+        target=MI300X,
+        id="aiter-mla-block-1",
+    ),
+    Case("attention-no-valid-backend", False, engine={"block-size": 16}, target=MI300X, id="16"),
+    # vLLM's SchedulerConfig refusals, read per release (scripts/vllm_config_checks.py).
+    Case(
+        "mbt-below-max-num-seqs",
+        True,
+        engine={"max-num-seqs": 64, "max-num-batched-tokens": 16},
+        target=MI300X,
+        severity=Severity.ERROR,
+        fix={"max-num-batched-tokens": 64},
+        id="both-set",
+    ),
+    Case(
+        "mbt-below-max-num-seqs",
+        False,
+        engine={"max-num-batched-tokens": 16},
+        target=MI300X,
+        id="max-num-seqs-defaulted-is-clamped-by-vllm",
+    ),
+    Case(
+        "mbt-below-max-num-seqs",
+        False,
+        engine={"max-num-seqs": 64, "max-num-batched-tokens": 16},
+        target=Target("0.12.0", "rocm", 8, 192.0),
+        id="no-table-for-0.12",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_rule(case: Case) -> None:
+    check_case(case)
+
+
+def _finding(config: EngineConfig, name: str, target: Target, rule: str) -> Any:
+    found = [f for f in check(config, model(name), target) if f.rule == rule]
+    return found[0] if found else None
+
+
+def test_refusals_quote_vllms_reason_and_the_value_seen() -> None:
+    hit = _finding(EngineConfig("m", engine=FA), "phi3", MI300X, "attention-backend-invalid")
+    assert "head_size not supported (96; it takes 64, 128, 256)" in hit.message
+    assert "vLLM picks ROCM_ATTN" in hit.message and hit.fix == {"attention-backend": None}
+    hit = _finding(EngineConfig("m", engine=FA), "llama8b", MI250X, "attention-backend-invalid")
+    assert "compute capability not supported (gfx90a)" in hit.message
+
+
+def test_no_rule_proposes_a_backend_vllm_refuses() -> None:
+    """Every fix, across models, archs, KV dtypes and AITER states, validates on the table."""
+    from tuner.rules.backend_facts import attention_table, layer_facts
+    from tuner.rules.base import Context
+
+    envs = [{}, AITER_ON, {**AITER_ON, "VLLM_ROCM_USE_AITER_MHA": "0"}]
+    engines: list[dict[str, Any]] = [{}, {"kv-cache-dtype": "int8_per_token_head"}]
+    engines += [{"max-model-len": 200000}, {"kv-cache-dtype": "fp8"}]
+    checked = 0
+    for name in ("phi3", "llama8b", "oss", "ds3", "qwen3moe"):
+        for target in (MI300X, MI250X):
+            for env in envs:
+                for engine in engines:
+                    config = EngineConfig("m", env=dict(env), engine=dict(engine))
+                    for f in check(config, model(name), target):
+                        backend = (f.fix or {}).get("attention-backend")
+                        if not backend:
+                            continue
+                        fixed = Context(config.with_values(f.fix), model(name), target, None)
+                        tbl, facts = attention_table(fixed), layer_facts(fixed)
+                        assert tbl is not None and facts is not None
+                        reasons = tbl.invalid_reasons(backend, facts)
+                        assert not reasons, (name, target.gpu_arch, env, engine, f.rule, reasons)
+                        checked += 1
+    assert checked > 10  # the sweep reached fixes that set a backend
+
+
+def test_phi3_on_mi300x_is_told_about_rocm_attn_without_an_aiter_fa_fix() -> None:
+    config = EngineConfig("m", env=dict(AITER_ON))
+    found = check(config, model("phi3"), MI300X)
+    assert not [f for f in found if f.severity is Severity.ERROR], found
+    hit = next(f for f in found if f.rule == "rocm-attn-default-backend")
+    assert hit.fix is None and "ROCM_AITER_FA is no alternative" in hit.message
+
+
+def test_the_rocm_walk_matches_vllms_priority_order() -> None:
+    """vLLM 0.32's ROCm list (platforms/rocm.py): ROCM_ATTN first; sinks skip it to AITER FA."""
+    att = table("0.32.0").attention
+    assert att is not None
+    llama = LayerFacts(head_size=128)
+    picked, _ = att.rocm_choice(llama, aiter_mha=True, aiter_mla=True, aiter_supported=True)
+    assert picked == "ROCM_ATTN"
+    sinks = LayerFacts(head_size=64, sink=True)
+    picked, passed = att.rocm_choice(sinks, aiter_mha=True, aiter_mla=True, aiter_supported=True)
+    assert picked == "ROCM_AITER_FA" and "attention sinks not supported" in passed["ROCM_ATTN"]
+    picked, _ = att.rocm_choice(sinks, aiter_mha=False, aiter_mla=False, aiter_supported=True)
+    assert picked == "ROCM_AITER_UNIFIED_ATTN"
+    turbo = LayerFacts(head_size=128, kv_cache_dtype="turboquant_4bit_nc")
+    picked, _ = att.rocm_choice(turbo, aiter_mha=True, aiter_mla=True, aiter_supported=True)
+    assert picked == "TURBOQUANT"
+
+
+def test_unknown_values_and_unreadable_backends_are_never_refused() -> None:
+    att = table("0.32.0").attention
+    assert att is not None
+    odd = LayerFacts(head_size=100, block_size=24)  # never probed: unknown, not refused
+    assert att.invalid_reasons("ROCM_AITER_FA", odd) == []
+    assert att.invalid_reasons("FLASHINFER", LayerFacts(head_size=128)) is None
+    assert att.invalid_reasons("NO_SUCH_BACKEND", odd) is None
+    assert exact("0.12.0") is None and exact("0.32.5") is not None
+
+
+def test_scheduler_refusals_quote_vllm_and_a_cpu_check_agrees() -> None:
+    """The sentence is vLLM 0.32's own (the CPU engine's log says the same at start:
+    tests/data/vllm-logs/cpu-0.32-mbt-below-max-num-seqs.log)."""
+    from pathlib import Path
+
+    config = EngineConfig("m", engine={"max-num-seqs": 64, "max-num-batched-tokens": 16})
+    hit = _finding(config, "llama8b", Target("0.32.0", "cpu"), "mbt-below-max-num-seqs")
+    said = "max_num_batched_tokens (16) must be greater than or equal to max_num_seqs (64)."
+    assert said in hit.message
+    log = Path(__file__).parent / "data" / "vllm-logs" / "cpu-0.32-mbt-below-max-num-seqs.log"
+    assert said in log.read_text()
+    config = EngineConfig(
+        "m",
+        engine={"enable-chunked-prefill": False, "max-num-batched-tokens": 1024},
+    )
+    hit = _finding(config, "llama8b", MI300X, "chunked-prefill-off-mbt")
+    assert "max_num_batched_tokens (1024) is smaller than max_model_len (131072)" in hit.message

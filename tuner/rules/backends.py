@@ -1,0 +1,90 @@
+"""Attention-backend validity as vLLM's own classes decide it, for the target's release.
+
+Whether a backend can take the model at all (head size, KV-cache dtype, block size, MLA,
+sinks, attention type, GPU architecture, KV connectors) is read from the release's generated
+table (:mod:`tuner.vllm_tables.attention`), never from the guides. Two rules: a backend the
+config names that vLLM would refuse, and (on ROCm) a layer no backend in the priority list
+takes. The same facts validate every fix the other rules propose (:func:`fix_refusal`), so a
+suggested backend is one vLLM starts with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from tuner.rules.backend_facts import BACKEND_KEYS, attention_table, layer_facts, rocm_pick
+from tuner.rules.base import AITER, Context, rule
+from tuner.rules.types import Finding, Severity
+from tuner.vllm_tables import exact
+from tuner.vllm_tables.attention import ROCM_SOURCE, SOURCE
+
+
+def _why(reasons: Mapping[str, list[str]]) -> str:
+    return "; ".join(f"{name}: {', '.join(r)}" for name, r in reasons.items())
+
+
+@rule("attention-backend-invalid")
+def backend_invalid(ctx: Context) -> Iterator[Finding]:
+    """A backend the config names that vLLM's own checks refuse for this model and target."""
+    name, facts, table = ctx.backend, layer_facts(ctx), attention_table(ctx)
+    if not name or facts is None or table is None:
+        return
+    reasons = table.invalid_reasons(name, facts)
+    if not reasons:
+        return
+    fix: dict[str, Any] | None = None
+    tail = ""
+    if ctx.rocm:
+        picked, _ = rocm_pick(ctx, table, facts)
+        if picked:
+            tail = f"; without the override vLLM picks {picked}"
+            fix = dict.fromkeys(k for k in BACKEND_KEYS if ctx.is_set(k))
+    yield Finding(
+        Severity.ERROR,
+        ("attention-backend",),
+        f"vLLM {ctx.target.vllm_version or table_version(ctx)} refuses attention backend {name} "
+        f"for this model: {'; '.join(reasons)} — the engine would not start{tail}",
+        SOURCE,
+        fix,
+    )
+
+
+@rule("attention-no-valid-backend")
+def no_valid_backend(ctx: Context) -> Iterator[Finding]:
+    """On ROCm, no backend in the release's priority list takes the model's layers."""
+    facts, table = layer_facts(ctx), attention_table(ctx)
+    if ctx.backend or not ctx.rocm or facts is None or table is None:
+        return
+    picked, passed = rocm_pick(ctx, table, facts)
+    if picked is None and passed:
+        yield Finding(
+            Severity.ERROR,
+            tuple(k for k in ("kv-cache-dtype", "block-size") if ctx.is_set(k)) or (AITER,),
+            "no attention backend of vLLM's ROCm list takes this model with this config, so "
+            f"vLLM refuses to start ({_why(passed)})",
+            ROCM_SOURCE,
+            None,
+        )
+
+
+def table_version(ctx: Context) -> str:
+    found = exact(ctx.target.vllm_version)
+    return found.version if found is not None else "?"
+
+
+def fix_refusal(ctx: Context, fix: Mapping[str, Any]) -> str | None:
+    """Why vLLM would refuse the backend a fix sets (None when it takes it or cannot tell)."""
+    if not any(k in fix for k in (*BACKEND_KEYS, "kv-cache-dtype", "block-size")):
+        return None
+    fixed = Context(ctx.config.with_values(fix), ctx.model, ctx.target, ctx.workload)
+    name, facts, table = fixed.backend, layer_facts(fixed), attention_table(fixed)
+    if facts is None or table is None:
+        return None
+    if name:
+        reasons = table.invalid_reasons(name, facts)
+        return f"{name}: {', '.join(reasons)}" if reasons else None
+    if fixed.rocm:
+        picked, passed = rocm_pick(fixed, table, facts)
+        return _why(passed) if picked is None and passed else None
+    return None
