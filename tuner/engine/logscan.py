@@ -167,8 +167,8 @@ def last_error(lines: list[str]) -> str | None:
 
 
 def pydantic_refusal(cleaned: list[str], index: int) -> str | None:
-    """"vLLM refused the config (SchedulerConfig): <its sentences>" when ``cleaned[index]`` or
-    the line before it heads a pydantic validation error, else None."""
+    """The refusal in vLLM's words when ``cleaned[index]`` or the line before it heads a
+    pydantic validation error ("vLLM refused the config (SchedulerConfig): ..."), else None."""
     for start in (index, index - 1):
         head = _PYDANTIC_HEAD_RE.search(cleaned[start]) if start >= 0 else None
         if head is None:
