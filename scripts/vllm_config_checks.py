@@ -9,7 +9,10 @@ The sentence is kept as a template: each probe value is replaced by its argument
 
 from __future__ import annotations
 
+import ast
+import inspect
 import re
+import textwrap
 from typing import Any
 
 # relation -> the SchedulerConfig arguments that break it (values chosen to be distinct).
@@ -51,3 +54,46 @@ def scheduler_refusals() -> dict[str, Any]:
         else:
             out[relation] = {"refused": False}
     return out
+
+
+def quantization() -> dict[str, Any]:
+    """``--quantization`` per platform, as ``ModelConfig._verify_quantization`` decides it.
+
+    Every method of ``QuantizationMethods``, the ones ``DEPRECATED_QUANTIZATION_METHODS`` lets
+    through only with ``--allow-deprecated-quantization``, and for ROCm and CPU the platform's
+    ``supported_quantization`` (empty: every method) with the sentence ``verify_quantization``
+    refuses an unsupported one with ("{quantization}" stands for the method).
+    """
+    import vllm.model_executor.layers.quantization as me_quant
+    import vllm_attention  # the amdsmi stand-in, for platforms/rocm.py on a machine without it
+    from vllm.platforms.cpu import CpuPlatform
+
+    vllm_attention._amdsmi_stand_in()
+    from vllm.platforms.rocm import RocmPlatform
+
+    platforms: dict[str, Any] = {}
+    for name, cls in (("rocm", RocmPlatform), ("cpu", CpuPlatform)):
+        supported = list(cls.supported_quantization)
+        refused = [m for m in me_quant.QUANTIZATION_METHODS if supported and m not in supported]
+        message = None
+        if refused:
+            try:
+                cls.verify_quantization(refused[0])
+            except ValueError as exc:
+                message = str(exc).replace(refused[0], "{quantization}")
+        platforms[name] = {"supported": supported, "message": message}
+    from vllm.config import model as model_config
+
+    deprecated_message = None
+    source = textwrap.dedent(inspect.getsource(model_config.ModelConfig._verify_quantization))
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
+            first = node.exc.args[0]
+            if isinstance(first, ast.Constant) and "deprecated" in str(first.value):
+                deprecated_message = str(first.value).replace("%s", "{quantization}")
+    return {
+        "methods": list(me_quant.QUANTIZATION_METHODS),
+        "deprecated": list(me_quant.DEPRECATED_QUANTIZATION_METHODS),
+        "deprecated_message": deprecated_message,
+        "platforms": platforms,
+    }

@@ -368,6 +368,7 @@ def build() -> dict[str, Any]:
         "env": env_table(),
         "attention": vllm_attention.attention_table(),
         "config_refusals": vllm_config_checks.scheduler_refusals(),
+        "quantization": vllm_config_checks.quantization(),
     }
 
 

@@ -145,3 +145,13 @@ def test_consent_travels_as_flags() -> None:
     consent = policy.Consent(code=True, env=frozenset({"B", "A"}))
     assert consent.flags() == ["--allow-code", "--allow-env", "A", "--allow-env", "B"]
     assert policy.Consent().flags() == []
+
+
+def test_an_unknown_nested_key_says_vllm_refuses_it_and_names_the_nearest_field() -> None:
+    """Issue 27: 0.32's CompilationConfig has no ``level`` (it became ``mode``); vLLM's config
+    classes forbid unknown keys, so the engine would refuse what the policy refuses."""
+    level = EngineConfig("m", engine={"compilation-config": {"level": 3}})
+    found = policy.violations(level)
+    assert found and "vLLM refuses unknown keys at start" in found[0].message
+    typo = EngineConfig("m", engine={"compilation-config": {"cudagraph_mod": "FULL"}})
+    assert "did you mean cudagraph_mode?" in policy.violations(typo)[0].message

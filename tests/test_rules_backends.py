@@ -109,6 +109,44 @@ CASES = [
         target=Target("0.12.0", "rocm", 8, 192.0),
         id="no-table-for-0.12",
     ),
+    # --quantization as vLLM's ModelConfig and the platform decide it (per release).
+    Case(
+        "quantization-unsupported-on-platform",
+        True,
+        engine={"quantization": "experts_int8"},
+        target=MI300X,
+        severity=Severity.ERROR,
+        id="experts-int8-on-rocm",
+    ),
+    Case(
+        "quantization-unsupported-on-platform",
+        False,
+        engine={"quantization": "fp8"},
+        target=MI300X,
+        id="fp8-on-rocm",
+    ),
+    Case(
+        "quantization-unsupported-on-platform",
+        False,
+        engine={"quantization": "experts_int8"},
+        target=Target("0.32.0", "cpu"),
+        id="cpu-lists-none-so-takes-all",
+    ),
+    Case(
+        "quantization-deprecated",
+        True,
+        engine={"quantization": "fbgemm_fp8"},
+        target=MI300X,
+        fix={"allow-deprecated-quantization": True},
+        id="fbgemm-fp8",
+    ),
+    Case(
+        "quantization-deprecated",
+        False,
+        engine={"quantization": "fbgemm_fp8", "allow-deprecated-quantization": True},
+        target=MI300X,
+        id="allowed",
+    ),
 ]
 
 

@@ -21,6 +21,7 @@ inside JSON values (an API key in ``kv_connector_extra_config``) would be stored
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -351,11 +352,16 @@ def _walk_config(
             continue
         field_kind = fields.get(str(sub))
         if field_kind is None:
+            # vLLM's config classes forbid unknown keys (config/utils.py, extra="forbid"): the
+            # engine would refuse it too, so say that first, with the nearest declared field.
+            near = difflib.get_close_matches(str(sub), list(fields), n=1, cutoff=0.6)
             yield _violation(
                 top,
                 f"{where} is not a field vLLM {tbl.version} declares"
                 + (f" in {config}" if config else "")
-                + ", so tunelab cannot tell what it would load",
+                + " (vLLM refuses unknown keys at start"
+                + (f"; did you mean {near[0]}?" if near else "")
+                + "), and tunelab cannot tell what it would load",
                 where,
             )
             continue

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from tuner.rules.base import Context, rule
 from tuner.rules.facts import AWQ_BF16_SINCE, R0
 from tuner.rules.types import Finding, Severity
+from tuner.vllm_tables import exact
 
 # --quantization values that read the same checkpoint format as the config's method.
 _COMPATIBLE: dict[str, set[str]] = {
@@ -28,6 +29,49 @@ _COMPATIBLE: dict[str, set[str]] = {
 def _quant(ctx: Context) -> str | None:
     raw = ctx.config.engine.get("quantization")
     return str(raw).strip().lower() if raw else None
+
+
+QUANT_SOURCE = (
+    "vLLM's ModelConfig._verify_quantization and the platform's supported_quantization "
+    "(vllm/config/model.py, vllm/platforms/*.py), read per release"
+)
+
+
+@rule("quantization-unsupported-on-platform")
+def unsupported_on_platform(ctx: Context) -> Iterator[Finding]:
+    """A method the target platform's vLLM refuses: set, or the checkpoint's own."""
+    release = exact(ctx.target.vllm_version)
+    asked = _quant(ctx) or (ctx.model.quant_method if ctx.model else None)
+    if release is None or not asked or not ctx.platform:
+        return
+    said = release.quantization_refusal(asked.lower(), ctx.platform)
+    if said:
+        yield Finding(
+            Severity.ERROR,
+            ("quantization",),
+            f'vLLM {release.version} refuses to start: "{said}"'
+            + ("" if _quant(ctx) else " (the checkpoint's own quantization)"),
+            QUANT_SOURCE,
+            None,
+        )
+
+
+@rule("quantization-deprecated")
+def deprecated(ctx: Context) -> Iterator[Finding]:
+    """A deprecated method without --allow-deprecated-quantization does not start."""
+    release = exact(ctx.target.vllm_version)
+    asked = _quant(ctx) or (ctx.model.quant_method if ctx.model else None)
+    if release is None or not asked or ctx.flag("allow-deprecated-quantization", False):
+        return
+    said = release.deprecated_quantization(asked.lower())
+    if said:
+        yield Finding(
+            Severity.ERROR,
+            ("quantization", "allow-deprecated-quantization"),
+            f'vLLM {release.version} refuses to start: "{said}"',
+            QUANT_SOURCE,
+            {"allow-deprecated-quantization": True},
+        )
 
 
 @rule("awq-on-rocm")

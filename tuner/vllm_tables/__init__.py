@@ -41,6 +41,8 @@ class VllmTable:
             (:mod:`tuner.vllm_tables.attention`); None in a table generated before it was read.
         config_refusals: Relation name -> {"refused", "message"} as the release's
             ``SchedulerConfig`` answers it (scripts/vllm_config_checks.py).
+        quantization: ``--quantization`` methods, the deprecated ones, and per platform the
+            supported ones with vLLM's refusal (scripts/vllm_config_checks.py).
     """
 
     version: str
@@ -49,6 +51,25 @@ class VllmTable:
     env: Mapping[str, Any]
     attention: AttentionTable | None = None
     config_refusals: Mapping[str, Any] = field(default_factory=dict)
+    quantization: Mapping[str, Any] = field(default_factory=dict)
+
+    def quantization_refusal(self, method: str, platform: str | None) -> str | None:
+        """vLLM's sentence refusing ``--quantization method`` on ``platform`` (None: allowed,
+        or not read): a method the platform's ``supported_quantization`` lacks."""
+        found = self.quantization.get("platforms", {}).get(platform or "")
+        if not found or not found.get("supported") or method in found["supported"]:
+            return None
+        if method not in self.quantization.get("methods", ()):
+            return None  # not a vLLM method at all: the value checks say so
+        return str(found.get("message") or "").replace("{quantization}", method) or None
+
+    def deprecated_quantization(self, method: str) -> str | None:
+        """vLLM's sentence for a deprecated method started without
+        ``--allow-deprecated-quantization``; None when the method is not deprecated."""
+        if method not in self.quantization.get("deprecated", ()):
+            return None
+        text = str(self.quantization.get("deprecated_message") or "")
+        return text.replace("{quantization}", method) or f"{method} is deprecated"
 
     def refusal(self, relation: str, **values: object) -> str | None:
         """vLLM's sentence refusing ``relation`` with ``values`` filled in; None when this
@@ -106,6 +127,7 @@ def table(version: str | None = None) -> VllmTable:
         env=data["env"],
         attention=AttentionTable.from_json(data.get("attention")),
         config_refusals=data.get("config_refusals", {}),
+        quantization=data.get("quantization", {}),
     )
 
 
