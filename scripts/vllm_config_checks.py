@@ -91,7 +91,11 @@ def quantization() -> dict[str, Any]:
             first = node.exc.args[0]
             if isinstance(first, ast.Constant) and "deprecated" in str(first.value):
                 deprecated_message = str(first.value).replace("%s", "{quantization}")
+    from vllm.model_executor.layers.quantization import modelopt
+
     return {
+        # ModelOpt's quant_algo (config.json or hf_quant_config.json) -> the method vLLM runs
+        "modelopt_algos": {algo: row[0] for algo, row in modelopt.LINEAR_ALGOS.items()},
         "methods": list(me_quant.QUANTIZATION_METHODS),
         "deprecated": list(me_quant.DEPRECATED_QUANTIZATION_METHODS),
         "deprecated_message": deprecated_message,

@@ -8,11 +8,12 @@ input embedding out); each test says which one it compares against.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from tuner.model import AttentionKind, ModelError, analyze
+from tuner.model import AttentionKind, ModelError, analyze, from_config
 from tuner.model_info import ModelInfo
 
 CONFIGS = Path(__file__).parent / "data" / "hf-configs"
@@ -30,7 +31,7 @@ def close(actual: float, expected: float, rel: float) -> bool:
 
 def test_every_shared_config_is_copied_and_analyzable() -> None:
     files = sorted(CONFIGS.glob("*.json"))
-    assert len(files) == 10  # the 9 of ../shared/data and Phi-3-mini (issue 27: head size 96)
+    assert len(files) == 11  # the 9 of ../shared/data, Phi-3-mini and Qwen3-Coder-Next (issue 27)
     for path in files:
         info = analyze(str(path))
         assert info.num_layers > 0 and info.param_count > 0 and info.kv_bytes_per_token() > 0
@@ -191,3 +192,55 @@ def test_packed_kv_dtypes_count_the_bytes_vllm_allocates() -> None:
     # Per-token-head int8: 1 byte per element plus a 4-byte scale per token, head and K/V.
     assert info.kv_bytes_per_token("int8_per_token_head") == 32 * 8 * (2 * 128 + 8)
     assert info.kv_bytes_per_token("fp8") == 65536 and info.kv_bytes_per_token() == 131072
+
+
+def test_hybrid_models_count_kv_for_their_attention_layers_only() -> None:
+    """Issue 27: a Gated-DeltaNet hybrid keeps KV in 12 of its 48 layers (4x less than all)."""
+    info = load("Qwen__Qwen3-Coder-Next")
+    assert info.kv_layers == 12 and info.num_layers == 48
+    assert info.kv_bytes_per_token() == 2 * 12 * 2 * 256 * 2
+    assert any("12 of 48 layers keep a KV cache" in n for n in info.notes)
+    raw = json.loads((CONFIGS / "Qwen__Qwen3-Coder-Next.json").read_text())
+    del raw["layer_types"]  # the interval alone says the same
+    assert from_config(raw, name="n", source="config-file", path=None).kv_layers == 12
+    # Nemotron-H's pattern: '*' is an attention layer, 'M' Mamba, '-' an MLP.
+    llama = json.loads((CONFIGS / "meta-llama__Llama-3.1-8B-Instruct.json").read_text())
+    pattern = "M-M*" * 8
+    hybrid = from_config(
+        {**llama, "hybrid_override_pattern": pattern}, name="h", source="config-file", path=None
+    )
+    assert hybrid.kv_layers == 8
+    plain = load("meta-llama__Llama-3.1-8B-Instruct")
+    assert plain.kv_layers is None and plain.kv_bytes_per_token() == 131072
+
+
+def test_a_modelopt_checkpoint_is_sized_by_its_hf_quant_config(tmp_path: Path) -> None:
+    """Issue 27: ModelOpt (<= 0.29) checkpoints such as nvidia/Llama-3.1-70B-Instruct-FP8 keep
+    their quantization in hf_quant_config.json, which vLLM reads beside config.json. The file
+    here has that format ({"producer": ..., "quantization": {"quant_algo": ...}})."""
+    from tuner.config import EngineConfig
+    from tuner.rules import Severity, Target, check
+
+    (tmp_path / "config.json").write_text(
+        (CONFIGS / "meta-llama__Llama-3.1-70B-Instruct.json").read_text()
+    )
+    bf16 = analyze(str(tmp_path))
+    side = {
+        "producer": {"name": "modelopt", "version": "0.15.0"},
+        "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": None},
+    }
+    (tmp_path / "hf_quant_config.json").write_text(json.dumps(side))
+    fp8 = analyze(str(tmp_path))
+    assert fp8.quant_method == "modelopt" and fp8.is_prequantized
+    assert 0.45 < fp8.weight_bytes / bf16.weight_bytes < 0.55
+    h100 = Target("0.32.0", "cuda", 1, 79.2, gpu_name="H100")
+
+    def more_gpus(info: ModelInfo) -> list[str]:
+        found = check(EngineConfig(str(tmp_path)), info, h100)
+        return [f.message for f in found if "weights per GPU at TP 1, more than" in f.message]
+
+    assert more_gpus(fp8) == []  # 70 GB of FP8 weights fit one H100 (with a shorter context)
+    assert more_gpus(bf16)  # BF16's 141 GB do not
+    side["quantization"]["quant_algo"] = "NVFP4"
+    (tmp_path / "hf_quant_config.json").write_text(json.dumps(side))
+    assert analyze(str(tmp_path)).quant_method == "modelopt_fp4"

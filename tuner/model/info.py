@@ -120,6 +120,7 @@ class ModelInfo:
     weights_source: str
     params_source: str
     routed_expert_share: float = 0.0
+    kv_layers: int | None = None  # layers that keep a KV cache; None: every layer
     notes: list[str] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -188,13 +189,14 @@ class ModelInfo:
         purpose.
         """
         elem = kv_element_bytes(kv_cache_dtype, self.dtype)
+        layers = self.kv_layers or self.num_layers  # hybrids: the attention layers only
         packed = None if self.is_mla else _packed_kv_bytes(kv_cache_dtype, self.head_dim)
         if packed is not None:  # vLLM's own packing of this dtype (issue 27: turboquant, ...)
-            return int(self.num_layers * self.num_kv_heads * packed)
+            return int(layers * self.num_kv_heads * packed)
         if self.is_mla:
             latent = (self.kv_lora_rank or 0) + (self.qk_rope_head_dim or 0)
-            return int(self.num_layers * latent * elem)
-        return int(2 * self.num_layers * self.num_kv_heads * self.head_dim * elem)
+            return int(layers * latent * elem)
+        return int(2 * layers * self.num_kv_heads * self.head_dim * elem)
 
     def summary(self) -> dict[str, Any]:
         """A JSON-able digest for ``--json`` outputs and the TUI."""
@@ -226,6 +228,7 @@ class ModelInfo:
             "weight_bytes": self.weight_bytes,
             "weights_source": self.weights_source,
             "routed_expert_share": round(self.routed_expert_share, 4),
+            "kv_layers": self.kv_layers,
             "kv_bytes_per_token": self.kv_bytes_per_token(),
             "notes": list(self.notes),
         }
@@ -353,6 +356,31 @@ def _weight_bytes(
     return weight_bytes, share
 
 
+# Layer kinds of HF ``layer_types`` lists that keep a KV cache (the rest: linear attention,
+# Mamba/SSM, short convolutions, keep a fixed-size recurrent state per request).
+_KV_LAYER_TYPES = {"full_attention", "attention", "sliding_attention", "chunked_attention"}
+
+
+def _kv_layers(cfg: dict[str, Any], layers: int) -> int | None:
+    """How many layers of a hybrid model keep a KV cache; None for a plain decoder.
+
+    Read as vLLM's hybrid models read the HF config: ``layer_types`` (Qwen3.5, Qwen3-Next,
+    newer configs), ``full_attention_interval`` (Qwen3-Next: every n-th layer is full
+    attention), ``hybrid_override_pattern`` (Nemotron-H: ``*`` marks an attention layer).
+    """
+    kinds = cfg.get("layer_types")
+    if isinstance(kinds, list) and kinds and all(isinstance(k, str) for k in kinds):
+        count = sum(k in _KV_LAYER_TYPES for k in kinds)
+        return count if count < len(kinds) else None
+    interval = cfg.get("full_attention_interval")
+    if isinstance(interval, int) and not isinstance(interval, bool) and interval > 1:
+        return layers // interval
+    pattern = cfg.get("hybrid_override_pattern")
+    if isinstance(pattern, str) and pattern and "*" in pattern:
+        return pattern.count("*") if pattern.count("*") < len(pattern) else None
+    return None
+
+
 def from_config(raw: dict[str, Any], *, name: str, source: str, path: Path | None) -> ModelInfo:
     """Builds a :class:`ModelInfo` from a config dict; sizes are config estimates.
 
@@ -382,6 +410,12 @@ def from_config(raw: dict[str, Any], *, name: str, source: str, path: Path | Non
         notes.append("config names no dtype; bfloat16 assumed")
     est = estimate_params(cfg, moe)
     weight_bytes, routed_share = _weight_bytes(est, qcfg, quant, dtype)
+    kv_layers = _kv_layers(cfg, layers)
+    if kv_layers is not None:
+        notes.append(
+            f"hybrid model: {kv_layers} of {layers} layers keep a KV cache; the others "
+            "(linear attention / Mamba) keep a fixed per-request state, not counted per token"
+        )
     return ModelInfo(
         name=name,
         source=source,
@@ -410,6 +444,7 @@ def from_config(raw: dict[str, Any], *, name: str, source: str, path: Path | Non
         weights_source="config-estimate",
         params_source="config-estimate",
         routed_expert_share=routed_share,
+        kv_layers=kv_layers,
         notes=notes,
         config=raw,
     )

@@ -160,6 +160,8 @@ def quantized_bits(qcfg: dict[str, Any], dtype: str) -> float | None:
     method = str(qcfg.get("quant_method") or "").lower()
     if method in {"fp8", "fbgemm_fp8", "ptpc_fp8", "modelopt", "experts_int8"}:
         return 8
+    if method == "modelopt_mxfp8":
+        return 8.25  # e4m3 weights and an 8-bit scale per 32 values
     if method in {"mxfp4", "modelopt_fp4"}:
         return 4.25
     if method in {"awq", "gptq", "awq_marlin", "gptq_marlin", "auto-round", "auto_round"}:

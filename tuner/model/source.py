@@ -102,7 +102,10 @@ def _analyze_text(text: str, *, offline: bool | None, revision: str | None) -> M
             fix="give the model's path without ~user, or an org/name id",
         ) from None
     if path.is_file():
-        info = from_config(_read_json(path), name=text, source="config-file", path=path.parent)
+        raw = _read_json(path)
+        if path.name == "config.json":
+            raw = with_side_quant_config(raw, _local_side_file(path.parent))
+        info = from_config(raw, name=text, source="config-file", path=path.parent)
         if path.name == "config.json":
             _apply_weights(info, _safe_local(path.parent))
         else:
@@ -115,7 +118,8 @@ def _analyze_text(text: str, *, offline: bool | None, revision: str | None) -> M
                 f"{path} has no config.json; point --model at the model's directory "
                 "(the one holding config.json and the *.safetensors files)"
             )
-        info = from_config(_read_json(config), name=text, source="local-dir", path=path)
+        raw = with_side_quant_config(_read_json(config), _local_side_file(path))
+        info = from_config(raw, name=text, source="local-dir", path=path)
         _apply_weights(info, _safe_local(path))
         return info
     if _looks_like_path(text):
@@ -129,6 +133,42 @@ def _analyze_text(text: str, *, offline: bool | None, revision: str | None) -> M
             f"it first (`hf download {text} config.json`), pass a local path, or unset HF_HUB_OFFLINE"
         )
     return _from_hub(text, revision)
+
+
+SIDE_QUANT_FILE = "hf_quant_config.json"
+
+
+def _local_side_file(directory: Path) -> Path | None:
+    found = directory / SIDE_QUANT_FILE
+    return found if found.is_file() else None
+
+
+def with_side_quant_config(raw: dict[str, Any], side: Path | None) -> dict[str, Any]:
+    """The config with ModelOpt's ``hf_quant_config.json`` as its quantization config.
+
+    vLLM reads that file when config.json has no ``quantization_config`` (ModelOpt 0.29 and
+    before; vllm/transformers_utils/config.py), and runs the method its ``quant_algo`` maps
+    to (``modelopt`` for FP8, ``modelopt_fp4`` for NVFP4: the release's table, read from
+    vLLM's ``modelopt.LINEAR_ALGOS``). Without it an FP8 checkpoint is sized as BF16.
+    """
+    if side is None or isinstance(raw.get("quantization_config"), dict):
+        return raw
+    data = _read_json(side)
+    block = data.get("quantization") if isinstance(data.get("quantization"), dict) else data
+    algo = str(block.get("quant_algo") or "").upper()
+    if not algo:
+        return raw
+    from tuner.vllm_tables import table  # one JSON file, read on first use
+
+    method = table().quantization.get("modelopt_algos", {}).get(algo, "modelopt")
+    quant = {
+        "quant_method": method,
+        "quant_algo": algo,
+        "kv_cache_quant_algo": block.get("kv_cache_quant_algo"),
+        "exclude_modules": block.get("exclude_modules") or [],
+        "source": SIDE_QUANT_FILE,
+    }
+    return {**raw, "quantization_config": quant}
 
 
 def _safe_local(directory: Path) -> WeightsMeta | str:
@@ -173,7 +213,8 @@ def _from_cache(model: str, revision: str | None) -> ModelInfo | None:
     if not isinstance(found, str):
         return None
     config = Path(found)
-    info = from_config(_read_json(config), name=model, source="hf-cache", path=config.parent)
+    raw = with_side_quant_config(_read_json(config), _local_side_file(config.parent))
+    info = from_config(raw, name=model, source="hf-cache", path=config.parent)
     meta = _safe_local(config.parent)
     if not isinstance(meta, WeightsMeta):
         try:
@@ -198,6 +239,11 @@ def _from_hub(model: str, revision: str | None) -> ModelInfo:
             f"({type(exc).__name__}: {exc}); check the id, your network and HF_TOKEN, "
             "or pass a local path"
         ) from None
-    info = from_config(_read_json(config), name=model, source="hub", path=None)
+    try:
+        side = Path(hf_hub_download(model, SIDE_QUANT_FILE, revision=revision))
+    except Exception:  # most checkpoints have none (the hub answers 404)
+        side = None
+    raw = with_side_quant_config(_read_json(config), side)
+    info = from_config(raw, name=model, source="hub", path=None)
     _apply_weights(info, hub_weights(model, revision))
     return info
