@@ -219,7 +219,7 @@ def test_a_modelopt_checkpoint_is_sized_by_its_hf_quant_config(tmp_path: Path) -
     their quantization in hf_quant_config.json, which vLLM reads beside config.json. The file
     here has that format ({"producer": ..., "quantization": {"quant_algo": ...}})."""
     from tuner.config import EngineConfig
-    from tuner.rules import Severity, Target, check
+    from tuner.rules import Target, check
 
     (tmp_path / "config.json").write_text(
         (CONFIGS / "meta-llama__Llama-3.1-70B-Instruct.json").read_text()

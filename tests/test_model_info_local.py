@@ -255,6 +255,8 @@ def test_hub_path_uses_config_and_safetensors_metadata(
 
     def fake_download(repo_id: str, filename: str, revision: str | None = None) -> str:
         calls.append(f"{repo_id}/{filename}")
+        if filename != "config.json":  # the hub's answer for a file the repo does not have
+            raise huggingface_hub.errors.EntryNotFoundError(f"{filename} not found")
         return str(config)
 
     def fake_metadata(repo_id: str, revision: str | None = None) -> object:
@@ -266,7 +268,12 @@ def test_hub_path_uses_config_and_safetensors_metadata(
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
     monkeypatch.setattr(huggingface_hub, "get_safetensors_metadata", fake_metadata)
     info = analyze("org/remote-model", offline=False)
-    assert calls == ["org/remote-model/config.json", "org/remote-model:metadata"]
+    # vLLM reads ModelOpt's hf_quant_config.json beside config.json: so does tunelab (issue 27).
+    assert calls == [
+        "org/remote-model/config.json",
+        "org/remote-model/hf_quant_config.json",
+        "org/remote-model:metadata",
+    ]
     assert info.source == "hub" and info.weights_source == "hub-metadata"
     assert info.weight_bytes == 1000 * 2 + 10 * 4 and info.param_count == 1010
 

@@ -153,8 +153,9 @@ def with_side_quant_config(raw: dict[str, Any], side: Path | None) -> dict[str, 
     """
     if side is None or isinstance(raw.get("quantization_config"), dict):
         return raw
-    data = _read_json(side)
-    block = data.get("quantization") if isinstance(data.get("quantization"), dict) else data
+    data: dict[str, Any] = _read_json(side)
+    inner = data.get("quantization")
+    block: dict[str, Any] = inner if isinstance(inner, dict) else data
     algo = str(block.get("quant_algo") or "").upper()
     if not algo:
         return raw
@@ -239,11 +240,14 @@ def _from_hub(model: str, revision: str | None) -> ModelInfo:
             f"({type(exc).__name__}: {exc}); check the id, your network and HF_TOKEN, "
             "or pass a local path"
         ) from None
-    try:
-        side = Path(hf_hub_download(model, SIDE_QUANT_FILE, revision=revision))
-    except Exception:  # most checkpoints have none (the hub answers 404)
-        side = None
-    raw = with_side_quant_config(_read_json(config), side)
+    raw = _read_json(config)
+    side = None
+    if not isinstance(raw.get("quantization_config"), dict):
+        try:
+            side = Path(hf_hub_download(model, SIDE_QUANT_FILE, revision=revision))
+        except Exception:  # most checkpoints have none (the hub answers 404)
+            side = None
+    raw = with_side_quant_config(raw, side)
     info = from_config(raw, name=model, source="hub", path=None)
     _apply_weights(info, hub_weights(model, revision))
     return info
