@@ -13,6 +13,7 @@ import ast
 import inspect
 import re
 import textwrap
+import typing
 from typing import Any
 
 # relation -> the SchedulerConfig arguments that break it (values chosen to be distinct).
@@ -101,3 +102,39 @@ def quantization() -> dict[str, Any]:
         "deprecated_message": deprecated_message,
         "platforms": platforms,
     }
+
+
+def async_scheduling() -> dict[str, Any]:
+    """Which speculative methods an explicit ``--async-scheduling`` accepts, and the refusal.
+
+    Read from the ``raise`` in ``VllmConfig`` that says so: the ``if`` around it compares
+    ``speculative_config.method`` with ``get_args(<Literal types>)`` and with plain strings;
+    both are resolved in vLLM's own module (nothing is typed by hand).
+    """
+    import vllm.config.vllm as vllm_config_module
+
+    tree = ast.parse(inspect.getsource(vllm_config_module))
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.If):
+            continue
+        raises = [
+            r
+            for r in node.body
+            if isinstance(r, ast.Raise)
+            and "async scheduling is only supported" in ast.unparse(r).replace('" "', "")
+        ]
+        if not raises:
+            continue
+        methods: list[str] = []
+        for sub in ast.walk(node.test):
+            if isinstance(sub, ast.Compare) and isinstance(sub.comparators[0], ast.Constant):
+                methods.append(str(sub.comparators[0].value))
+            if isinstance(sub, ast.Call) and ast.unparse(sub.func) == "get_args":
+                name = ast.unparse(sub.args[0])
+                methods += [str(v) for v in typing.get_args(getattr(vllm_config_module, name))]
+        call = raises[0].exc
+        message = ""
+        if isinstance(call, ast.Call) and call.args:
+            message = str(ast.literal_eval(call.args[0]))
+        return {"spec_methods": sorted(set(methods)), "message": message}
+    return {}

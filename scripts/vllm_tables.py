@@ -367,7 +367,10 @@ def build() -> dict[str, Any]:
         "configs": dict(sorted(described.items())),
         "env": env_table(),
         "attention": vllm_attention.attention_table(),
-        "config_refusals": vllm_config_checks.scheduler_refusals(),
+        "config_refusals": {
+            **vllm_config_checks.scheduler_refusals(),
+            "async_scheduling_speculative": vllm_config_checks.async_scheduling(),
+        },
         "quantization": vllm_config_checks.quantization(),
     }
 

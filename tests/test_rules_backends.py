@@ -147,6 +147,35 @@ CASES = [
         target=MI300X,
         id="allowed",
     ),
+    Case(
+        "async-scheduling-speculative-method",
+        True,
+        engine={
+            "async-scheduling": True,
+            "speculative-config": {"method": "ngram", "num_speculative_tokens": 2},
+        },
+        target=MI300X,
+        severity=Severity.ERROR,
+        fix={"async-scheduling": None},
+        id="ngram-cpu-method",
+    ),
+    Case(
+        "async-scheduling-speculative-method",
+        False,
+        engine={
+            "async-scheduling": True,
+            "speculative-config": {"method": "eagle3", "num_speculative_tokens": 2},
+        },
+        target=MI300X,
+        id="eagle3",
+    ),
+    Case(
+        "async-scheduling-speculative-method",
+        False,
+        engine={"speculative-config": {"method": "ngram", "num_speculative_tokens": 2}},
+        target=MI300X,
+        id="unset-vllm-turns-it-off",
+    ),
 ]
 
 

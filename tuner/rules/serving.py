@@ -20,6 +20,7 @@ from tuner.rules.base import Context, rule
 from tuner.rules.facts import R0, R1, R2
 from tuner.rules.memory import default_max_num_seqs, utilization
 from tuner.rules.types import Finding, Severity
+from tuner.vllm_tables import exact
 
 TP = "tensor-parallel-size"
 DP = "data-parallel-size"
@@ -127,6 +128,31 @@ def _async_on(ctx: Context) -> bool | None:
     if ctx.is_set(ASYNC):
         return ctx.flag(ASYNC)
     return True if ctx.version_lt(ASYNC_DEFAULT_ON_SINCE) is False else None
+
+
+@rule("async-scheduling-speculative-method")
+def async_with_speculation(ctx: Context) -> Iterator[Finding]:
+    """An explicit --async-scheduling with a speculative method it does not take: no start.
+
+    Unset, vLLM turns async scheduling off by itself for such a method; set, it refuses
+    (vllm/config/vllm.py; the methods and the sentence are the release's table's).
+    """
+    spec = _json_dict(ctx.config.engine.get(SPEC))
+    release = exact(ctx.target.vllm_version)
+    if not spec or not ctx.is_set(ASYNC) or not ctx.flag(ASYNC) or release is None:
+        return
+    found = release.config_refusals.get("async_scheduling_speculative") or {}
+    method = str(spec.get("method") or "")
+    if not found.get("spec_methods") or not method or method in found["spec_methods"]:
+        return
+    yield Finding(
+        Severity.ERROR,
+        (ASYNC, SPEC),
+        f'vLLM {release.version} refuses to start: "{found["message"]}" (speculative method '
+        f"{method!r}); drop --async-scheduling and vLLM turns it off for this method itself",
+        "vLLM's VllmConfig async-scheduling check (vllm/config/vllm.py), read per release",
+        {ASYNC: None},
+    )
 
 
 @rule("async-scheduling-by-goal")
