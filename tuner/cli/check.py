@@ -67,6 +67,7 @@ def check_command(
     as_json: co.JsonOpt = False,
     allow_code: co.AllowCodeOpt = False,
     allow_env: co.AllowEnvOpt = None,
+    validate: co.ValidateOpt = False,
 ) -> None:
     """Check a config against the rules for its target; exit 1 on errors, 2 on bad input."""
     grant_consent(allow_code, allow_env)
@@ -84,6 +85,14 @@ def check_command(
         notes.append(model_note)
     workload = _workload(loaded, concurrency, input_len, output_len, goal.value if goal else None)
     findings = check(config, info, target, workload)
+    if validate and not blocks_run([f for f in findings if f.rule == "policy"]):
+        from tuner.vllm_validate import validate as ask_vllm  # a subprocess: only when asked
+
+        answer = ask_vllm(config)
+        notes.append(
+            f"validated by the installed vLLM {answer.vllm_version or '?'} on this machine"
+        )
+        findings = sorted([*findings, *answer.findings()], key=lambda f: f.severity.rank)
     if as_json:
         for note in notes:
             typer.echo(f"note: {clean(note)}", err=True)

@@ -78,3 +78,11 @@ OfflineOpt = Annotated[
     typer.Option("--offline", help="Never ask the Hugging Face hub (local files and cache only)."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the findings as a JSON array.")]
+ValidateOpt = Annotated[
+    bool,
+    typer.Option(
+        "--validate",
+        help="Also ask the installed vLLM to build this config (its own validators, no engine; "
+        "about 10 s, then cached) and report what it refuses in its words.",
+    ),
+]
