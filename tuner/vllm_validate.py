@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -108,7 +109,7 @@ def _installation() -> str:
     return "none"
 
 
-def _run(python: str, request: dict[str, object], timeout: float) -> Validation:
+def _run(python: str, request: Mapping[str, object], timeout: float) -> Validation:
     env = dict(os.environ)
     env.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     try:
