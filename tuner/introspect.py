@@ -27,6 +27,7 @@ from typing import Any
 
 from tuner import paths
 from tuner.errors import RunFailedError
+from tuner.probe_run import run_probe
 
 PROBE_FILE = Path(__file__).with_name("introspect_probe.py")
 PROBE_MARKER = "@@TUNELAB_PROBE@@"
@@ -358,35 +359,16 @@ def introspect(
 
 
 def _run_probe(python: str, loc: _Located, timeout: float) -> VllmInfo:
-    env = dict(os.environ)
-    env.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     base = VllmInfo(
         python=python,
         distribution=loc.distribution,
         entry=loc.entry,
         probed_at=time.time(),
     )
-    try:
-        proc = subprocess.run(
-            [python, "-c", PROBE_FILE.read_text()],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            cwd=paths.cache_dir(),  # not the repo: no module there may shadow vLLM's imports
-            env=env,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        base.error = f"the vLLM probe did not finish within {timeout:.0f} s"
-        return base
-    answer = None
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith(PROBE_MARKER):
-            answer = json.loads(line[len(PROBE_MARKER) :])
-            break
+    found = run_probe(python, PROBE_FILE, PROBE_MARKER, timeout)
+    answer = found.data
     if answer is None:
-        tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
-        base.error = f"the vLLM probe crashed (exit {proc.returncode}): {tail}"
+        base.error = f"the vLLM probe {found.error}"
         return base
     errors = dict(answer.get("field_errors") or {})
     base.field_errors = errors

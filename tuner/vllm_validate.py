@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -21,6 +19,7 @@ from pathlib import Path
 
 from tuner import paths
 from tuner.config import EngineConfig
+from tuner.probe_run import run_probe
 from tuner.rules.types import Finding, Severity
 
 PROBE_FILE = Path(__file__).with_name("validate_probe.py")
@@ -110,28 +109,12 @@ def _installation() -> str:
 
 
 def _run(python: str, request: Mapping[str, object], timeout: float) -> Validation:
-    env = dict(os.environ)
-    env.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
-    try:
-        proc = subprocess.run(
-            [python, "-c", PROBE_FILE.read_text()],
-            input=json.dumps(request),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            cwd=paths.cache_dir(),  # not the repo: no module there may shadow vLLM's imports
-            env=env,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return Validation(False, error=f"no answer within {timeout:.0f} s")
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith(MARKER):
-            data = json.loads(line[len(MARKER) :])
-            return Validation(
-                bool(data.get("ok")),
-                [str(s) for s in data.get("refusals") or []],
-                data.get("vllm_version"),
-            )
-    tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-2:])
-    return Validation(False, error=f"the probe exited {proc.returncode}: {tail[-300:]}")
+    found = run_probe(python, PROBE_FILE, MARKER, timeout, stdin=json.dumps(request))
+    if found.data is None:
+        return Validation(False, error=f"the probe {found.error}")
+    data = found.data
+    return Validation(
+        bool(data.get("ok")),
+        [str(s) for s in data.get("refusals") or []],
+        data.get("vllm_version"),
+    )
