@@ -57,3 +57,20 @@ def test_vllm_refuses_what_the_table_rule_refuses_in_the_same_words(
 
     monkeypatch.setattr(subprocess, "run", no_subprocess)
     assert validate(bad).refusals == [said]  # from the cache, per config and installation
+
+
+def test_a_model_vllm_cannot_reach_is_no_verdict_on_the_config() -> None:
+    """Offline, a missing path or a bad hub id: a warning that vLLM could not say, never an
+    error blaming the config (what the probe answers for an OSError / HFValidationError)."""
+    from tuner.rules import Severity
+    from tuner.vllm_validate import from_answer
+
+    answer = from_answer(
+        {"ok": False, "unreachable": True, "refusals": ["We couldn't connect to the hub"]}
+    )
+    (finding,) = answer.findings()
+    assert finding.severity is Severity.WARNING and "could not read the model" in finding.message
+    refused = from_answer(
+        {"ok": False, "refusals": ["max_num_seqs: bad"], "vllm_version": "0.32.0"}
+    )
+    assert refused.findings()[0].severity is Severity.ERROR

