@@ -104,3 +104,34 @@ def test_tune_prunes_through_optunas_pruner(slow_double: None, tmp_path: Path) -
     assert frozen.user_attrs["stopped_early"] is True
     assert len(frozen.intermediate_values) >= 4  # reported as it ran, judged on several readings
     assert report.best and report.best[0]["params"] == {"max-num-seqs": 8}
+
+
+def test_a_search_skips_rule_invalid_points_without_an_engine_and_completes(
+    tmp_path: Path,
+) -> None:
+    """Optuna's points that the rules refuse (max-model-len 16 below the workload) are recorded
+    skipped with no engine started; the valid ones are measured (on the CPU engine until stop
+    33; the study runner is the same one, so the engine double decides it in seconds)."""
+    from tuner.studies.space import parse_constraint
+
+    events: list = []
+    space = Space(
+        [parse_param("max-num-seqs=4,64"), parse_param("max-model-len=16,2048")],
+        [parse_constraint("p99_ttft_ms<=60000")],
+    )
+    load = Workload(input_len=32, output_len=16, num_prompts=16, concurrency=16, warmup_requests=1)
+    with TrialStore(tmp_path / "t.db") as store:
+        runner = _runner(store, events)
+        report = asyncio.run(
+            run_search(BASE, load, space, runner, n_trials=3, study="search", seed=0)  # type: ignore[arg-type]
+        )
+        trials = store.list("search")
+    assert report.measured == 3 and report.failed == 0
+    skipped = [t for t in trials if str(t.status) == "skipped"]
+    # Seed 0 proposes max-model-len 16 twice (seed 3, the engine test's, proposed it never).
+    assert skipped and len(skipped) == report.pruned
+    assert all(t.config.engine["max-model-len"] == 16 for t in skipped)
+    assert all(t.log_path is None for t in skipped), (
+        "an engine was started for a rule-invalid point"
+    )
+    assert report.best and report.best[0]["tunelab_trial_id"] in {t.id for t in trials}

@@ -27,9 +27,8 @@ from tuner.bench.workload import Workload
 from tuner.config import EngineConfig
 from tuner.studies.ab import run_ab
 from tuner.studies.executor import TrialRunner
-from tuner.studies.search import run_search
 from tuner.studies.sequential import Decision, Spending
-from tuner.studies.space import Space, parse_constraint, parse_param
+from tuner.studies.space import parse_param
 from tuner.studies.stats import Verdict
 from tuner.studies.sweep import run_sweep
 from tuner.trials.store import TrialStore
@@ -166,24 +165,3 @@ def test_concurrency_sweep_uses_one_engine(demo_model_path: Path) -> None:
     assert len({t.log_path for t in trials}) == 1, "a workload-only sweep restarted the engine"
     assert report.best_values == {"concurrency": 16}
     assert report.best_trial == trials[1].id
-
-
-def test_small_search_prunes_invalid_points_and_completes(demo_model_path: Path) -> None:
-    runner = _runner()
-    space = Space(
-        [parse_param("max-num-seqs=4,64"), parse_param("max-model-len=16,2048")],
-        [parse_constraint("p99_ttft_ms<=60000")],
-    )
-    load = Workload(input_len=32, output_len=16, num_prompts=16, concurrency=16, warmup_requests=1)
-    report = asyncio.run(
-        run_search(_base(demo_model_path), load, space, runner, n_trials=3, study="search", seed=3)
-    )
-    assert report.measured == 3 and report.failed == 0
-    trials = runner.store.list("search")
-    skipped = [t for t in trials if str(t.status) == "skipped"]
-    assert len(skipped) == report.pruned
-    assert all(t.config.engine["max-model-len"] == 16 for t in skipped)
-    assert all(t.log_path is None for t in skipped), (
-        "an engine was started for a rule-invalid point"
-    )
-    assert report.best and report.best[0]["tunelab_trial_id"] in {t.id for t in trials}
