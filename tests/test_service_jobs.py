@@ -26,15 +26,7 @@ from tuner.service.jobs import JobState, JobTable
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _wait(cond, timeout: float, what: str, pump=None):  # type: ignore[no-untyped-def]
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pump is not None:
-            pump()
-        if cond():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+_wait = fault_procs.wait_until  # one poller for the service tests (tests/support/fault_procs)
 
 
 def _py(code: str) -> list[str]:

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -57,15 +57,7 @@ def _nobody() -> tuple[int, int]:
     return entry.pw_uid, entry.pw_gid
 
 
-def _wait(cond: Callable[[], bool], timeout: float, what: str, pump=None) -> None:  # type: ignore[no-untyped-def]
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pump is not None:
-            pump()
-        if cond():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+_wait = fault_procs.wait_until  # one poller for the service tests (tests/support/fault_procs)
 
 
 # -- the socket's directory ----------------------------------------------------------------

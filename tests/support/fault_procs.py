@@ -15,6 +15,7 @@ import os
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +132,24 @@ def service_pid(home: Path) -> int | None:
         except psutil.Error:
             continue
     return None
+
+
+def wait_until(
+    cond: Callable[[], bool],
+    timeout: float,
+    what: str,
+    pump: Callable[[], object] | None = None,
+    step: float = 0.05,
+) -> None:
+    """Polls ``cond`` (calling ``pump`` first each time) until it holds or ``timeout`` passes."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pump is not None:
+            pump()
+        if cond():
+            return
+        time.sleep(step)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def processes_of(home: Path, keep: set[int]) -> list[str]:
