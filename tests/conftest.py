@@ -116,3 +116,18 @@ def cpu_engine(demo_model_path: Path, session_home: Path) -> Iterator[RunningEng
         yield runner.start()
     finally:
         runner.stop()
+
+
+@pytest.fixture
+def no_engine(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """A tripwire in place of Engine.start: records and refuses any engine start."""
+    from tuner.engine import server
+
+    started: list[str] = []
+
+    async def tripwire(self: server.Engine) -> None:
+        started.append(self.spec.config.model)
+        raise AssertionError("a refused command started an engine")
+
+    monkeypatch.setattr(server.Engine, "start", tripwire)
+    return started

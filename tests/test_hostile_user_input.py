@@ -204,21 +204,6 @@ def _main(argv: list[str]) -> int:
     return 0
 
 
-@pytest.fixture
-def no_engine(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """A tripwire in place of Engine.start: records and refuses any engine start."""
-    from tuner.engine import server
-
-    started: list[str] = []
-
-    async def tripwire(self: server.Engine) -> None:
-        started.append(self.spec.config.model)
-        raise AssertionError("a refused command started an engine")
-
-    monkeypatch.setattr(server.Engine, "start", tripwire)
-    return started
-
-
 def _refused(capsys: pytest.CaptureFixture[str], argv: list[str], *needles: str) -> str:
     code = _main(argv)
     out, err = capsys.readouterr()

@@ -39,21 +39,6 @@ def home(shared_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return shared_home
 
 
-@pytest.fixture
-def no_engine(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """A tripwire in place of Engine.start: records and refuses any engine start."""
-    from tuner.engine import server
-
-    started: list[str] = []
-
-    async def tripwire(self: server.Engine) -> None:
-        started.append(self.spec.config.model)
-        raise AssertionError("a refused command started an engine")
-
-    monkeypatch.setattr(server.Engine, "start", tripwire)
-    return started
-
-
 CASE_NAMES = [name for name, _ in bad_cases(Path("/nonexistent-probe"), probe=True)]
 
 
