@@ -101,10 +101,12 @@ class VllmTable:
         return frozenset(names)
 
 
-def versions() -> list[str]:
-    """The releases a table is shipped for, oldest first."""
+@functools.lru_cache(maxsize=1)
+def versions() -> tuple[str, ...]:
+    """The releases a table is shipped for, oldest first (listed once: every rule's
+    :func:`exact` lookup asks, and the package's files do not change while it runs)."""
     names = [p.name[:-5] for p in resources.files(__name__).iterdir() if p.name.endswith(".json")]
-    return sorted(names, key=_release)
+    return tuple(sorted(names, key=_release))
 
 
 @functools.lru_cache(maxsize=8)
