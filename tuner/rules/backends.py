@@ -27,8 +27,9 @@ def _why(reasons: Mapping[str, list[str]]) -> str:
 @rule("attention-backend-invalid")
 def backend_invalid(ctx: Context) -> Iterator[Finding]:
     """A backend the config names that vLLM's own checks refuse for this model and target."""
-    name, facts, table = ctx.backend, layer_facts(ctx), attention_table(ctx)
-    if not name or facts is None or table is None:
+    name, facts, release = ctx.backend, layer_facts(ctx), exact(ctx.target.vllm_version)
+    table = release.attention if release is not None else None
+    if not name or facts is None or release is None or table is None:
         return
     reasons = table.invalid_reasons(name, facts)
     if not reasons:
@@ -43,7 +44,7 @@ def backend_invalid(ctx: Context) -> Iterator[Finding]:
     yield Finding(
         Severity.ERROR,
         ("attention-backend",),
-        f"vLLM {ctx.target.vllm_version or table_version(ctx)} refuses attention backend {name} "
+        f"vLLM {ctx.target.vllm_version or release.version} refuses attention backend {name} "
         f"for this model: {'; '.join(reasons)} — the engine would not start{tail}",
         SOURCE,
         fix,
@@ -66,11 +67,6 @@ def no_valid_backend(ctx: Context) -> Iterator[Finding]:
             ROCM_SOURCE,
             None,
         )
-
-
-def table_version(ctx: Context) -> str:
-    found = exact(ctx.target.vllm_version)
-    return found.version if found is not None else "?"
 
 
 def fix_refusal(ctx: Context, fix: Mapping[str, Any]) -> str | None:
