@@ -1,6 +1,10 @@
 """Trials on the real vLLM CPU engine: end to end, a crash mid-benchmark, and a killed tunelab.
 
-Each test starts its own engine (about a minute on 2 cores); run them under
+Each test starts its own engine (30-60 s on 2 cores) and checks everything that
+engine start can show, so no other test starts one for the same question: the
+end-to-end trial also holds the engine to loopback, its IPC sockets to their
+directory and the user's secrets out of every file; the crash and the kill also
+check that no process and no socket directory is left. Run them under
 ``flock /tmp/tunelab-engine.lock`` so only one engine starts at a time.
 """
 
@@ -10,17 +14,20 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import psutil
 import pytest
 
+from tests.support import fault_procs
 from tests.support.procs import alive
 from tuner.bench.workload import Workload
 from tuner.config import EngineConfig
 from tuner.cpu_demo import DEMO_ENGINE_ARGS
 from tuner.engine import proctree
+from tuner.engine.ipc_dir import IPC_ENV
 from tuner.rules.types import Severity
 from tuner.trials.events import TrialBackend, TrialDone, TrialFailed, TrialProgress, TrialStage
 from tuner.trials.model import Trial, TrialStatus
@@ -29,6 +36,45 @@ from tuner.trials.store import TrialStore
 
 pytestmark = pytest.mark.engine
 REPO = Path(__file__).resolve().parents[1]
+CANARY = "hf_CANARY_7c1e_must_never_be_written"
+SECRETS = (
+    "HF_TOKEN",
+    "HUGGING_FACE_HUB_TOKEN",
+    "WANDB_API_KEY",
+    "AWS_SECRET_ACCESS_KEY",
+    "GITHUB_TOKEN",
+)
+
+
+def _tmp_sockets() -> set[str]:
+    """Socket files at the top of the temp dir (where vLLM puts its own by default)."""
+    return {p.name for p in Path(tempfile.gettempdir()).iterdir() if p.is_socket()}
+
+
+def listening(pid: int) -> list[tuple[int, str, int]]:
+    """(pid, ip, port) of every listening inet socket of ``pid`` and its descendants."""
+    out = []
+    root = psutil.Process(pid)
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            for conn in proc.net_connections(kind="inet"):
+                if conn.status == psutil.CONN_LISTEN:
+                    out.append((proc.pid, conn.laddr.ip, conn.laddr.port))
+        except psutil.Error:
+            continue
+    return out
+
+
+def files_containing(root: Path, needle: bytes) -> list[str]:
+    hits = []
+    for path in root.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            try:
+                if needle in path.read_bytes():
+                    hits.append(str(path))
+            except OSError:
+                continue
+    return hits
 
 
 def wait_gone(pids: set[int], seconds: float) -> set[int]:
@@ -43,11 +89,33 @@ def demo(model: Path) -> EngineConfig:
 
 
 async def test_one_trial_end_to_end_on_the_cpu_engine(
-    demo_model_path: Path, tunelab_home: Path
+    demo_model_path: Path,
+    tunelab_home: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    store = TrialStore()
+    """One real trial, then its export: stored right, loopback only, no secret written, nothing left.
+
+    The user's shell secrets (``HF_TOKEN`` and friends) hold a canary value; after
+    the trial and a full export every file under TUNELAB_HOME and the export
+    directory is searched for it. While the engine measures, its whole tree's
+    listening sockets must be on 127.0.0.1 and vLLM's IPC sockets in the
+    directory tunelab gave it, which is gone (with no socket left in the temp
+    dir) once the trial ends.
+    """
+    from typer.testing import CliRunner
+
+    from tuner.cli.app import register_all
+
+    marker = fault_procs.new_marker()
+    monkeypatch.setenv(fault_procs.MARKER, marker)
+    for name in SECRETS:
+        monkeypatch.setenv(name, CANARY)
+    store = TrialStore()  # the default store, under TUNELAB_HOME
     events: list[object] = []
     pids: set[int] = set()
+    seen: dict[str, object] = {}
+    sockets_before = _tmp_sockets()
 
     def on_event(event: object) -> None:
         events.append(event)
@@ -55,6 +123,8 @@ async def test_one_trial_end_to_end_on_the_cpu_engine(
             root = store.get(trial.id).engine_pid
             assert root is not None
             pids.update(r.pid for r in proctree.tree(root, root))
+            seen["ipc"] = Path(psutil.Process(root).environ()[IPC_ENV])
+            seen["listening"] = listening(root)
 
     trial = Trial(
         demo(demo_model_path),
@@ -69,7 +139,7 @@ async def test_one_trial_end_to_end_on_the_cpu_engine(
         and stored.results["completed"] == 16
         and stored.results["failed"] == 0
     )
-    assert stored.results["total_output_tokens"] == 16 * 32
+    assert stored.results["total_output_tokens"] == 16 * 32  # every streamed token arrived
     assert stored.objective_value and stored.objective_value > 0
     assert stored.backend_actual == "CPU_ATTN" and stored.backend_requested is None
     assert stored.vllm_version == "0.32.0" and stored.platform == "cpu"
@@ -86,6 +156,14 @@ async def test_one_trial_end_to_end_on_the_cpu_engine(
     assert any(isinstance(e, TrialProgress) for e in events)
     assert len(pids) >= 3, f"expected API server + engine core + worker, saw {pids}"
     assert not wait_gone(pids, 5), f"engine processes left behind: {alive(pids)}"
+    # Loopback only, and vLLM's sockets in tunelab's directory, removed with the engine.
+    assert seen.get("listening"), "no listening socket seen while the engine ran"
+    assert {ip for _, ip, _ in seen["listening"]} == {"127.0.0.1"}, seen["listening"]  # type: ignore[attr-defined]
+    ipc = seen["ipc"]
+    assert isinstance(ipc, Path) and not ipc.exists(), (
+        f"the engine's socket directory was left: {ipc}"
+    )
+    assert not _tmp_sockets() - sockets_before, "the engine left socket files in the temp dir"
     overhead = (
         out.timings["total_s"]
         - out.startup_seconds
@@ -93,9 +171,34 @@ async def test_one_trial_end_to_end_on_the_cpu_engine(
         - out.timings["stop_s"]
     )
     assert overhead < 30, out.timings  # sanity only; benchmarks/trial_overhead.py measures it
+    store.close()
+
+    # The export and the read-only faces print no secret either.
+    export_dir = tmp_path / "export"
+    app = register_all(__import__("typer").Typer())
+    for argv in (
+        ["export", trial.id, "--out", str(export_dir)],
+        ["show", trial.id, "--json"],
+        ["results", "--csv"],
+    ):
+        result = CliRunner().invoke(app, argv)
+        assert result.exit_code == 0, (argv, result.output)
+        assert CANARY not in result.output, argv
+    assert sorted(p.suffix for p in export_dir.iterdir()) == [".sh", ".sh", ".toml", ".yaml"]
+    leaks = files_containing(tunelab_home, CANARY.encode())
+    leaks += files_containing(export_dir, CANARY.encode())
+    assert not leaks, f"the canary secret was written to {leaks}"
+    left = fault_procs.wait_untagged(marker, 10.0)
+    fault_procs.kill_all(left)
+    assert not left, fault_procs.describe(left)
 
 
-async def test_engine_crash_mid_benchmark_fails_the_trial_fast(demo_model_path: Path) -> None:
+async def test_engine_crash_mid_benchmark_fails_the_trial_fast(
+    demo_model_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGKILL of the real VLLM::EngineCore mid-run: failed within 1 s, named, nothing left."""
+    marker = fault_procs.new_marker()
+    monkeypatch.setenv(fault_procs.MARKER, marker)
     store = TrialStore()
     marks: dict[str, float] = {}
     tree: set[int] = set()
@@ -126,6 +229,10 @@ async def test_engine_crash_mid_benchmark_fails_the_trial_fast(demo_model_path: 
     )
     assert store.get(out.id).status is TrialStatus.FAILED
     assert not wait_gone(tree, 5), f"engine processes left behind: {alive(tree)}"
+    # Nothing that carries this test's tag either (a child the tree walk missed).
+    left = fault_procs.wait_untagged(marker, 10.0)
+    fault_procs.kill_all(left)
+    assert not left, f"engine processes survived: {fault_procs.describe(left)}"
 
 
 def test_sigkill_of_tunelab_run_leaves_no_engine_and_recovers(
@@ -169,9 +276,15 @@ def test_sigkill_of_tunelab_run_leaves_no_engine_and_recovers(
         assert root is not None
         tree = {r.pid for r in proctree.tree(root, root)}
         assert len(alive(tree)) >= 3
+        ipc = Path(psutil.Process(root).environ()[IPC_ENV])
+        assert ipc.is_dir()
         os.kill(runner.pid, signal.SIGKILL)
         runner.wait(10)
         assert not wait_gone(tree, 20), f"orphaned engine processes: {alive(tree)}"
+        deadline = time.monotonic() + 10
+        while ipc.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not ipc.exists(), f"the reaper left the engine's socket directory: {ipc}"
         reopened = TrialStore(tunelab_home / "data" / "tunelab.db")
         assert (
             reopened.get(trial.id).status is TrialStatus.MEASURING

