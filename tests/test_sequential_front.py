@@ -13,6 +13,7 @@ import random
 import pytest
 
 from tuner.studies.ab import _tags, design_of
+from tuner.studies.ab_judgement import Judgement
 from tuner.studies.sequential import (
     FRONT_RHO,
     Decision,
@@ -49,7 +50,7 @@ def test_the_design_is_stored_and_replayed_with_its_interval() -> None:
     from tuner.config import EngineConfig
 
     design = SequentialDesign(6, 0.05, Spending.FRONT, pooled=True)
-    trial = Trial(EngineConfig(model="m"), Workload(), tags=_tags(design, "abba", 6))
+    trial = Trial(EngineConfig(model="m"), Workload(), tags=_tags(design, "abba", 6, Judgement()))
     assert design_of([trial]) == design
     old = dict(trial.tags["sequential"])
     del old["pooled"]  # an A/B stored before the option: Welch, as it ran

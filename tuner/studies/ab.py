@@ -30,6 +30,8 @@ from tuner.bench.metrics import delivery_warning, is_chunk_metric
 from tuner.engine.effective import arms_differences
 from tuner.environment import arm_notes
 from tuner.errors import TunelabError
+from tuner.studies.ab_judgement import TAG as JUDGEMENT_TAG
+from tuner.studies.ab_judgement import Judgement, stored_judgement
 from tuner.studies.common import study_name, value_of
 from tuner.studies.sequential import (
     Decision,
@@ -38,6 +40,7 @@ from tuner.studies.sequential import (
     SequentialError,
     SequentialMonitor,
     Spending,
+    comparison_at,
 )
 from tuner.studies.stats import DEFAULT_METRICS, Comparison, Verdict, compare, format_relative
 from tuner.trials.model import Trial
@@ -149,16 +152,25 @@ def build_report(
     *,
     study: str,
     objective: str,
-    metrics: Sequence[str] = DEFAULT_METRICS,
-    confidence: float = 0.95,
-    min_rel_effect: float = 0.0,
+    metrics: Sequence[str] | None = None,
+    confidence: float | None = None,
+    min_rel_effect: float | None = None,
 ) -> ABReport:
     """Compare the A and B trials of a study (pure: works on stored trials too).
 
     Metrics that no finished trial of an arm reports are left out; a failed
     repeat is listed in ``failures`` and simply contributes no sample. A
     sequential A/B (its trials tagged with the design) is replayed look by
-    look, wave by wave, so a stored study gives the verdict its run gave.
+    look, wave by wave, and every A/B is judged as its run judged it (its
+    confidence, smallest win and metrics are stored with its trials:
+    tuner.studies.ab_judgement), so a stored study gives the verdict its run gave.
+
+    Args:
+        trials: The trials, their ``arm`` set to "A" or "B".
+        study: The study's name.
+        objective: The metric of the overall verdict.
+        metrics, confidence, min_rel_effect: Judge differently from the stored
+            judgement (a note says so); None: as stored (else the defaults).
     """
     arms: dict[str, list[Trial]] = {"A": [], "B": []}
     for t in trials:
@@ -170,7 +182,9 @@ def build_report(
         if t.arm in arms and value_of(t, objective) is None
     ]
     notes = _notes(trials, arms, objective)
-    names = [objective, *[m for m in metrics if m != objective]]
+    judged = _judgement(arms["A"] + arms["B"], metrics, confidence, min_rel_effect, notes)
+    confidence, min_rel_effect = judged.confidence, judged.min_rel_effect
+    names = [objective, *[m for m in judged.metrics if m != objective]]
     starved = [
         arm for arm, ts in arms.items() if any(delivery_warning(t.results or {}) for t in ts)
     ]
@@ -183,7 +197,8 @@ def build_report(
         rows.append(compare(name, a, b, confidence=confidence, min_rel_effect=min_rel_effect))
     looks = replay_looks(arms["A"] + arms["B"], objective)
     if looks and looks[-1].comparison is not None:
-        rows = [looks[-1].comparison, *[r for r in rows if r.metric != objective]]
+        final = _at_least(looks[-1], design_of(arms["A"] + arms["B"]), min_rel_effect)
+        rows = [final, *[r for r in rows if r.metric != objective]]
     if starved:  # an arm's TPOT/ITL measured starvation, not streaming: no verdict from them
         rows = [
             replace(r, one_piece=tuple(starved)) if is_chunk_metric(r.metric) else r for r in rows
@@ -206,6 +221,50 @@ def build_report(
         notes=notes,
         looks=looks,
         stopped=looks[-1].decision if looks else None,
+    )
+
+
+def _judgement(
+    trials: Sequence[Trial],
+    metrics: Sequence[str] | None,
+    confidence: float | None,
+    min_rel_effect: float | None,
+    notes: list[str],
+) -> Judgement:
+    """The judgement to apply: the stored one, with what the caller overrides (noted)."""
+    stored, why = stored_judgement(trials)
+    if why:
+        notes.append(why)
+    base = stored or Judgement()
+    asked = Judgement(
+        base.confidence if confidence is None else confidence,
+        base.min_rel_effect if min_rel_effect is None else min_rel_effect,
+        base.metrics if metrics is None else tuple(metrics),
+    )
+    if stored is not None and asked.describe() != stored.describe():
+        notes.append(f"re-judged with {asked.describe()}; the A/B ran with {stored.describe()}")
+    return asked
+
+
+def _at_least(last: Look, design: SequentialDesign | None, min_rel_effect: float) -> Comparison:
+    """The last look's comparison, judged against the smallest win as a fixed A/B is.
+
+    The sequential design stops on "the repeated interval excludes no change";
+    whether that difference is big enough to count is the judgement's rule,
+    the same for both designs.
+    """
+    row = last.comparison
+    assert row is not None
+    if min_rel_effect <= 0 or row.verdict is Verdict.NO_DIFFERENCE:
+        return row
+    pooled = design.pooled if design is not None else False
+    return comparison_at(
+        row.metric,
+        row.a.samples,
+        row.b.samples,
+        last.level,
+        pooled=pooled,
+        min_rel_effect=min_rel_effect,
     )
 
 
@@ -396,9 +455,12 @@ def _design(
         raise ABError(str(exc)) from None
 
 
-def _tags(design: SequentialDesign | None, order: str, total: int) -> dict[str, Any]:
-    """What every trial of the A/B carries, enough to replay its looks from the store."""
+def _tags(
+    design: SequentialDesign | None, order: str, total: int, judgement: Judgement
+) -> dict[str, Any]:
+    """What every trial of the A/B carries, enough to replay its looks and verdict from the store."""
     tags: dict[str, Any] = {"kind": "ab", "order": order, "repeats": total}
+    tags[JUDGEMENT_TAG] = judgement.to_tag()
     if design is not None:
         tags["sequential"] = {
             "max_repeats": design.max_repeats,
@@ -507,7 +569,8 @@ async def run_ab(
         metrics: The other metrics to compare.
         confidence: Two-sided confidence level of the intervals (sequential:
             over all looks together).
-        min_rel_effect: Smallest relative difference that counts as a win.
+        min_rel_effect: Smallest relative difference that counts as a win
+            (sequential too: a stop for a smaller difference is no win).
         max_repeats: Sequential stopping: launches per arm at most.
         equivalence: Sequential stopping: stop as "no difference" inside
             +- this fraction (max_repeats defaults to 6 when only this is given).
@@ -531,7 +594,8 @@ async def run_ab(
     size = max(world_size(Trial(a, workload)), world_size(Trial(b, workload)))
     slots = [slot.devices for slot in runner.pool.slots(size)]
     waves = _waves(total, len(slots) // 2, order)
-    tags = _tags(design, order if len(slots) < 2 else "parallel-swap", total)
+    judgement = Judgement(confidence, min_rel_effect, tuple(metrics))
+    tags = _tags(design, order if len(slots) < 2 else "parallel-swap", total, judgement)
     runner.begin(name, "ab", 2 * total, waves=len(waves))
     make = _ArmTrials(a, b, workload, name, objective, tags)
     monitor = SequentialMonitor(design) if design else None

@@ -353,14 +353,34 @@ class SequentialMonitor:
 
 
 def comparison_at(
-    metric: str, a: Sequence[float], b: Sequence[float], level: float, *, pooled: bool = False
+    metric: str,
+    a: Sequence[float],
+    b: Sequence[float],
+    level: float,
+    *,
+    pooled: bool = False,
+    min_rel_effect: float = 0.0,
 ) -> Comparison:
-    """The Welch (or pooled) ratio interval at confidence ``1 - level`` (a repeated confidence interval)."""
+    """The Welch (or pooled) ratio interval at confidence ``1 - level`` (a repeated confidence interval).
+
+    ``min_rel_effect`` is the A/B's smallest win (tuner.studies.ab_judgement):
+    the looks themselves stop on any difference; the report's verdict applies it.
+    """
     confidence = min(max(1.0 - level, 1e-9), 1.0 - 1e-12)
     try:
-        return compare(metric, a, b, confidence=confidence, scale=Scale.RATIO, pooled=pooled)
-    except StatsError:
-        return compare(metric, a, b, confidence=confidence, pooled=pooled)
+        return compare(
+            metric,
+            a,
+            b,
+            confidence=confidence,
+            scale=Scale.RATIO,
+            pooled=pooled,
+            min_rel_effect=min_rel_effect,
+        )
+    except StatsError:  # a sample is not positive: the difference scale
+        return compare(
+            metric, a, b, confidence=confidence, pooled=pooled, min_rel_effect=min_rel_effect
+        )
 
 
 def decide(row: Comparison, design: SequentialDesign, *, last: bool) -> Decision:
