@@ -34,7 +34,7 @@ from tui.widgets.status_bar import StatusBar
 from tui.worker_errors import WorkerErrors
 from tuner import policy
 from tuner.config import EngineConfig
-from tuner.lab import checks
+from tuner.lab import checks, node
 from tuner.lab import target as lab_target
 from tuner.telemetry import Backend, Sampler
 from tuner.trials.store import StoreError, TrialNotFound
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 # :meth:`TunelabApp.warm_imports` once the first frame is out: the first paint
 # needs none of them (issue 13 "Speed").
 WARM_AFTER_S = 0.5  # after the knob rows are mounted
+SPARK_SAMPLES = 60  # the GFX sparkline: the last half minute at 2 Hz
 WARM_MODULES = (
     "tuner.lab.run",
     "tuner.lab.study",
@@ -173,9 +174,9 @@ class TunelabApp(WorkerErrors, KeyActions, App[None]):
             name, partition = first.name, first.compute_partition
         self.session.gpu_count = count
         if count:
-            self.sampler = Sampler(
-                backend, rate_hz=self.session.services.telemetry_rate_hz, history=60
-            )
+            rate = self.session.services.telemetry_rate_hz
+            # The ring spans a whole measured run (tuner.lab.node), as every face's does.
+            self.sampler = Sampler(backend, rate_hz=rate, history=node.history_for(rate))
             self.sampler.start()
         self.main.post_message(
             TelemetryReady(
@@ -205,7 +206,8 @@ class TunelabApp(WorkerErrors, KeyActions, App[None]):
             return
         snaps = sampler.latest()
         histories = [
-            [s.snapshot.gfx_activity or 0.0 for s in sampler.history(i)] for i in range(len(snaps))
+            [s.snapshot.gfx_activity or 0.0 for s in sampler.history(i, last=SPARK_SAMPLES)]
+            for i in range(len(snaps))
         ]
         # While the cells are still mounting the panel says so: retry on the next poll.
         if self.main.show_telemetry(snaps, histories):

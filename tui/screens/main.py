@@ -52,7 +52,7 @@ from tuner.lab import target as lab_target
 from tuner.lab.fit import FitState, fit_summary
 from tuner.model import ModelError, ModelInfo, analyze
 from tuner.rules import Finding, Target
-from tuner.telemetry import Sample
+from tuner.telemetry import GpuSnapshot
 from tuner.trials import events as ev
 from tuner.trials.model import Trial
 
@@ -334,7 +334,7 @@ class MainScreen(Screen[None]):
         self.set_engine_state("idle")
         self.job_done(message.job)
 
-    def show_telemetry(self, snaps: Sequence[Sample], histories: list[list[float]]) -> bool:
+    def show_telemetry(self, snaps: Sequence[GpuSnapshot], histories: list[list[float]]) -> bool:
         """Hand the newest samples to the GPU panel; False if it could not show them all yet."""
         try:
             panel = self.query_one(GpuPanel)

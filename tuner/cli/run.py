@@ -19,14 +19,15 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from tuner.cli import options as opt
+from tuner.cli import study_session
 from tuner.cli.study_output import jsonable
 from tuner.cli.trial_progress import TrialProgressDisplay
 from tuner.cli.trials import print_trial
 from tuner.trials.model import Trial, validate_objective
-from tuner.trials.runner import run_trial
 
 if TYPE_CHECKING:
     from tuner.guard.settings import GuardSettings
+    from tuner.trials.store import TrialStore
 
 
 def register(app: typer.Typer) -> None:
@@ -97,18 +98,20 @@ def run_command(
 
 
 async def _run(
-    trial: Trial, store: object, startup_timeout: float, verbose: bool, guard: GuardSettings
+    trial: Trial, store: TrialStore, startup_timeout: float, verbose: bool, guard: GuardSettings
 ) -> None:
     """Runs the trial with the display; SIGTERM cancels like Ctrl-C (engine stopped, trial interrupted)."""
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
     if task is not None:
         loop.add_signal_handler(signal.SIGTERM, task.cancel)
-    with TrialProgressDisplay(show_log=verbose) as display:
-        await run_trial(
-            trial,
-            store,  # type: ignore[arg-type]
-            on_event=display,
+    with (
+        TrialProgressDisplay(show_log=verbose) as display,
+        study_session.node_runner(
+            store,
+            display,
             startup_timeout=startup_timeout,
             guard=guard,
-        )
+        ) as runner,
+    ):
+        await runner.one(trial)

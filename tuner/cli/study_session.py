@@ -22,6 +22,7 @@ import typer
 
 from tuner.cli import options as opt
 from tuner.cli.study_output import StudyProgress, dump
+from tuner.lab import node
 from tuner.lab import run as lab_run
 from tuner.trials.event_codec import EventWriter
 from tuner.trials.slots import SlotError, parse_gpu_list
@@ -176,17 +177,41 @@ def runner_on(
     prepare: Callable[[TrialRunner], None] | None = None,
     skips_extra: bool = False,
 ) -> Iterator[TrialRunner]:
-    """The progress display and a trial runner on an open ``store`` (its caller closes it).
+    """The progress display and the node's trial runner (:func:`node_runner`) on an open
+    ``store`` (its caller closes it)."""
+    with (
+        StudyProgress(title, planned, show_log=verbose, skips_extra=skips_extra) as progress,
+        node_runner(store, progress, startup_timeout=startup_timeout) as runner,
+    ):
+        if prepare is not None:
+            prepare(runner)
+        yield runner
 
+
+@contextmanager
+def node_runner(
+    store: TrialStore,
+    on_event: TrialEventCallback,
+    *,
+    startup_timeout: float,
+    guard: GuardSettings | None = None,
+) -> Iterator[TrialRunner]:
+    """The one trial runner of every CLI face and service job, measured on this node.
+
+    Built by :func:`make_runner` (the tests' doubles replace it), with the
+    node's GPU telemetry (tuner.lab.node) so every trial gets its power, VRAM
+    and GFX window, tokens per joule and clean-sample count, as the TUI's do.
     Its events also go to the job's event file when the study service runs
-    this command, so a TUI can follow any study, whoever started it.
+    the command, so a TUI can follow any study or run, whoever started it.
     """
     events = EventWriter.from_env()
     try:
-        with StudyProgress(title, planned, show_log=verbose, skips_extra=skips_extra) as progress:
-            runner = make_runner(store, _tee(progress, events), startup_timeout)
-            if prepare is not None:
-                prepare(runner)
+        with node.telemetry() as sampler:
+            runner = make_runner(store, _tee(on_event, events), startup_timeout)
+            if sampler is not None:
+                runner.options["sampler"] = sampler
+            if guard is not None:
+                runner.options["guard"] = guard
             yield runner
     finally:
         if events is not None:

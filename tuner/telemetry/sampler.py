@@ -304,10 +304,14 @@ class Sampler:
     def latest_time(self) -> float | None:
         return self._latest_t
 
-    def history(self, index: int) -> list[Sample]:
-        """Samples of GPU ``index``, oldest first (at most ``history`` of them)."""
+    def history(self, index: int, last: int | None = None) -> list[Sample]:
+        """Samples of GPU ``index``, oldest first (at most ``history`` of them; ``last``: the
+        newest that many, for a sparkline that needs a minute, not the hour kept for windows)."""
         with self._lock:
-            return list(self._history[index])
+            ring = self._history[index]
+            if last is None or last >= len(ring):
+                return list(ring)
+            return list(itertools.islice(ring, len(ring) - max(0, last), None))
 
     def window(self, t0: float, t1: float, own: set[int] | None = None) -> WindowSummary:
         """Summarise every GPU over ``[t0, t1]`` in sampler-clock seconds.
