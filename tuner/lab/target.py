@@ -1,10 +1,10 @@
-"""The rules' target once introspection and telemetry answered: one rule for both faces.
+"""The rules' target as the faces ask for it: this node's (tuner.rules.node_target) or a given one.
 
-The rule (the TUI and ``tuner.trials.context`` used to disagree): a value the
-user gave wins; else what telemetry measured on this node (GPU count and one
-GPU's memory) wins over what introspection reported, because telemetry reads
-the device itself and introspection reports no memory size at all
-(``tuner.introspect.VllmInfo`` has no VRAM field); else what introspection saw.
+The node's target is built by one function for every face
+(:func:`tuner.rules.node_target.with_node_gpus`: a value the user gave wins; else
+what telemetry measured beats what introspection reported); the TUI reaches it
+here, with the GPUs its own sampler read. ``check`` and ``presets check`` add
+what the user typed (:func:`for_check`).
 """
 
 from __future__ import annotations
@@ -14,18 +14,16 @@ from dataclasses import replace
 from typing import Any
 
 from tuner.introspect import IntrospectError, VllmInfo, introspect
-from tuner.knobs.gpus import from_telemetry_name
 from tuner.rules import Target
+from tuner.rules.node_target import (
+    GIVEN_NOTE,
+    NodeGpus,
+    from_introspection,
+    read_node_gpus,
+)
+from tuner.rules.node_target import with_node_gpus as _with_node_gpus
 
-GIVEN_NOTE = "given"
-
-
-def from_introspection(info: VllmInfo | None, error: str | None = None) -> Target:
-    """The target the installed vLLM describes, else the catalogue's (with the reason as note)."""
-    if info is not None and info.available:
-        return Target.from_introspection(info)
-    reason = error or (info.error if info is not None else None) or "introspection failed"
-    return Target(note=reason or "")
+__all__ = ["GIVEN_NOTE", "NodeGpus", "for_check", "from_introspection", "with_node_gpus"]
 
 
 def with_node_gpus(
@@ -35,30 +33,8 @@ def with_node_gpus(
     name: str | None = None,
     partition: str | None = None,
 ) -> Target:
-    """``target`` with what telemetry measured on this node (measured beats introspected).
-
-    Args:
-        target: The target so far.
-        count: GPUs visible (0 or None: no GPU, the target is kept).
-        vram_gib: One GPU's memory.
-        name: The driver's name of the first GPU ("AMD Instinct MI300X"): the rules'
-            GPU model (architecture, HBM) when :func:`tuner.knobs.gpus.from_telemetry_name`
-            knows it.
-        partition: The compute partition telemetry reads ("CPX"; "SPX" and NVIDIA's
-            MIG states mean whole GPUs).
-    """
-    if not count or target.note == GIVEN_NOTE:
-        return target
-    spec = from_telemetry_name(name)
-    if spec is not None:
-        target = target.with_gpu(spec, gpus=count, vram_gib=vram_gib)
-    split = partition.upper() if partition else None
-    return replace(
-        target,
-        gpus=count,
-        vram_gib=vram_gib if vram_gib is not None else target.vram_gib,
-        partition=split if split and split != "SPX" and not split.startswith("MIG") else None,
-    )
+    """``target`` with what the TUI's telemetry measured (tuner.rules.node_target's rule)."""
+    return _with_node_gpus(target, NodeGpus(count or 0, vram_gib, name, partition))
 
 
 def for_check(
@@ -80,9 +56,9 @@ def for_check(
     notes: list[str] = []
     version = version or getattr(preset_target, "vllm_version", None)
     platform = platform or getattr(preset_target, "platform", None)
-    gpus = gpus or getattr(preset_target, "gpu_count", None) or 1
+    gpus = gpus or getattr(preset_target, "gpu_count", None)
     if version and platform:
-        return Target(version, platform, gpus, vram_gib, note=GIVEN_NOTE), notes
+        return Target(version, platform, gpus or 1, vram_gib, note=GIVEN_NOTE), notes
     try:
         info: VllmInfo | None = introspect(sys.executable)
     except IntrospectError as exc:
@@ -92,13 +68,22 @@ def for_check(
         notes.append(f"no vLLM here ({info.error}); checking against tunelab's catalogue only")
         info = None
     if info is None:
-        return Target(version, platform, gpus, vram_gib, note="catalogue"), notes
+        return Target(version, platform, gpus or 1, vram_gib, note="catalogue"), notes
     if version and version != info.version:
         # Introspection speaks only for the installed version.
         return Target(
-            version, platform or info.platform, gpus, vram_gib, note="given version"
+            version, platform or info.platform, gpus or 1, vram_gib, note="given version"
         ), notes
-    target = Target.from_introspection(info, gpus=gpus, vram_gib=vram_gib)
-    if platform and platform != target.platform:
-        target = Target(target.vllm_version, platform, gpus, vram_gib, note="given platform")
+    if platform and platform != info.platform:
+        return Target(info.version, platform, gpus or 1, vram_gib, note="given platform"), notes
+    # This node, as a trial on it would be judged (tuner.rules.node_target); what the
+    # user typed (--gpus, --vram-gib, the preset's gpu_count) still wins.
+    target = with_node_gpus_read(Target.from_introspection(info))
+    if gpus or vram_gib:
+        target = replace(target, gpus=gpus or target.gpus, vram_gib=vram_gib or target.vram_gib)
     return target, notes
+
+
+def with_node_gpus_read(target: Target) -> Target:
+    """``target`` with this node's GPUs, read now through telemetry."""
+    return _with_node_gpus(target, read_node_gpus())

@@ -10,14 +10,14 @@ stay silent, and the notes say so.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tuner.engine.effective import RULE_ID
 from tuner.introspect import IntrospectError, introspect
 from tuner.model import ModelError, analyze
 from tuner.rules import Finding, Severity, Target, WorkloadShape, check
-from tuner.telemetry import select_backend
+from tuner.rules.node_target import NodeGpus, from_introspection, read_node_gpus, with_node_gpus
 from tuner.trials.slots import SlotError, gpu_count
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ def resolve_context(
 
 
 def _resolve_target(python: str) -> tuple[Target, tuple[str, ...]]:
-
+    """This node's target (tuner.rules.node_target: the TUI's rule), and notes on it."""
     notes: list[str] = []
     try:
         info = introspect(python)
@@ -67,35 +67,23 @@ def _resolve_target(python: str) -> tuple[Target, tuple[str, ...]]:
         info = None
         notes.append(f"introspection failed ({exc}); rules used the catalogue only")
     if info is not None and info.available:
-        target = Target.from_introspection(info)
+        target = from_introspection(info)
     else:
         if info is not None:
             notes.append(f"no vLLM for {python} ({info.error})")
         target = Target(note="catalogue")
-    gpus, vram_gib = _node_gpus(notes)
-    if gpus:
-        target = replace(target, gpus=gpus, vram_gib=target.vram_gib or vram_gib)
-    return target, tuple(notes)
+    return with_node_gpus(target, _node_gpus(notes)), tuple(notes)
 
 
-def _node_gpus(notes: list[str]) -> tuple[int, float | None]:
-    """GPU count (forced or from telemetry) and one GPU's memory in GiB, for the rules."""
+def _node_gpus(notes: list[str]) -> NodeGpus:
+    """The node's GPUs for the rules: the slots' count (forced or from telemetry), then
+    one GPU's memory, model and partition from telemetry."""
     try:
         count = gpu_count()
     except SlotError as exc:
         notes.append(str(exc))
-        return 0, None
-    if not count:
-        return 0, None
-    try:
-        backend = select_backend("auto")
-        try:
-            total = backend.snapshot(0).vram_total if backend.count() else None
-        finally:
-            backend.close()
-    except Exception:
-        total = None
-    return count, (total / 1024**3 if total else None)
+        return NodeGpus()
+    return read_node_gpus(count)
 
 
 def analyze_model(model: str, notes: list[str] | None = None) -> ModelInfo | None:
