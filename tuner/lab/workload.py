@@ -177,12 +177,23 @@ def shape_for_check(
     None when neither says anything (the workload rules stay silent).
     """
     stored = stored or {}
-    values = {
-        "input_len": input_len or stored.get("input_len"),
-        "output_len": output_len or stored.get("output_len"),
-        "concurrency": concurrency or stored.get("concurrency"),
-        "goal": goal or stored.get("goal"),
-    }
-    if not any(v is not None for v in values.values()):
+    shape = WorkloadShape(
+        input_len=input_len or _stored_count(stored, "input_len"),
+        output_len=output_len or _stored_count(stored, "output_len"),
+        concurrency=concurrency or _stored_count(stored, "concurrency"),
+        goal=goal or _stored_text(stored, "goal"),
+    )
+    if shape == WorkloadShape():
         return None
-    return WorkloadShape(**values)
+    return shape
+
+
+def _stored_count(stored: Mapping[str, object], key: str) -> int | None:
+    """A preset's count (a whole number, not a bool); anything else says nothing."""
+    value = stored.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _stored_text(stored: Mapping[str, object], key: str) -> str | None:
+    value = stored.get(key)
+    return value if isinstance(value, str) else None

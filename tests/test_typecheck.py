@@ -1,0 +1,28 @@
+"""The type check the suite runs (issue 28): mypy, strict, on the application layer and its seams.
+
+``[tool.mypy]`` in pyproject.toml says what is checked: tuner/lab (what both
+faces call) and the modules that hand its decisions to the faces. A type error
+there is a broken contract between the TUI or the CLI and the core, found
+before a user finds it. What they import is read for its types (its own
+errors are listed by ``mypy tuner tui``, not here).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_the_application_layer_and_its_seams_type_check_strictly(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "cache")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Success: no issues found" in done.stdout
