@@ -204,12 +204,35 @@ def dump_preset(preset: Preset) -> str:
     issues = check_writable(doc)
     if issues:
         raise PresetError(preset.name, issues)
+    notes = "".join(f"{line}\n" for line in ran_notes(preset))
     header = (
         f"# tunelab preset (schema {SCHEMA_VERSION}): {_one_line(preset.name)}\n"
         "# Check it:  tunelab presets check FILE\n"
-        "# Launch it: tunelab export --preset FILE --format sh  (then run the .sh)\n\n"
+        "# Launch it: tunelab export --preset FILE --format sh  (then run the .sh)\n"
+        f"{notes}\n"
     )
     return header + tomli_w.dumps(doc)
+
+
+def ran_notes(preset: Preset) -> list[str]:
+    """Comment lines naming each request vLLM overrode when this preset was measured.
+
+    From ``[results.ran]`` (tuner.export.trial): the exported files keep the
+    request, so whoever launches one is told what the measurement really ran.
+    """
+    ran = (preset.results or {}).get("ran")
+    if not isinstance(ran, dict):
+        return []
+    lines = []
+    for knob, row in ran.items():
+        if not isinstance(row, dict):
+            continue
+        text = (
+            f"NOTE: measured with vLLM {row.get('vllm') or '(unknown version)'}, which ran "
+            f"{knob}={row.get('ran')} where this preset asks {row.get('requested')}"
+        )
+        lines.append(f"# {comment_text(text, limit=160)}")
+    return lines
 
 
 def loads_preset(

@@ -27,6 +27,7 @@ from tuner.export.preset import (
     loads_preset,
     model_placeholder,
     preset_from_config,
+    ran_notes,
 )
 from tuner.export.quoting import QuotingError
 from tuner.export.script import header_lines, render_script
@@ -120,6 +121,7 @@ def render_texts(
             preset.target.vllm_version,
         ),
     )
+    header += ran_notes(preset)
     texts: dict[str, str] = {}
     try:
         for fmt in parse_formats(list(formats)):

@@ -6,7 +6,9 @@ The config is the trial's own ``EngineConfig`` (the one the engine started);
 ``[workload]`` is the benchmark workload; ``[results]`` holds the scalar
 benchmark results (vLLM's key names), the telemetry summary and, when the
 study ran the same config more than once (A/B repeats, sweep points), the
-spread of the objective over those repeats under ``[results.noise]``, and
+spread of the objective over those repeats under ``[results.noise]`` (and then
+``objective_value`` is their mean, not this trial's), what vLLM ran where it
+overrode a request under ``[results.ran]`` (named again atop every file), and
 what the output-drift guard saw against the study's baseline under
 ``[results.guard]`` (verdict, probes, first divergence, mean |Δlogprob|): a
 preset that changed the model's answers says so wherever it travels.
@@ -18,6 +20,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from tuner.engine.effective import of_trial
 from tuner.export.errors import ExportError
 from tuner.export.preset import Preset, PresetTarget, Provenance, preset_from_config
 from tuner.trials.guard_check import TrialGuard, baseline_trial, guard_of, guard_verdicts
@@ -76,6 +79,20 @@ def trial_preset(trial: Trial, repeats: list[Trial], baseline: Trial | None = No
     noise = _noise(trial, repeats)
     if noise:
         results["noise"] = noise
+        # The headline is the config's mean over its launches, never one (lucky) repeat;
+        # the other figures are this trial's own, and it says so (issue 32).
+        own = results.get("objective_value")
+        results["objective_value"] = noise["mean"]
+        if own is not None:
+            results["trial_objective_value"] = own
+        results["measured"] = (
+            f"objective_value is the mean {trial.objective} of {noise['repeats']} launches of "
+            f"this config (trials in [results.noise]); the other figures are trial "
+            f"{trial.short_id}'s own"
+        )
+    ran = _ran(trial)
+    if ran:
+        results["ran"] = ran
     guard = guard_table(guard_verdicts([trial], baseline)[0])
     if guard:
         results["guard"] = guard
@@ -135,6 +152,22 @@ def guard_table(g: TrialGuard) -> dict[str, Any] | None:
         baseline_trial=g.baseline_id,
     )
     return _clean(table)
+
+
+def _ran(trial: Trial) -> dict[str, Any]:
+    """``[results.ran]``: each knob vLLM ran otherwise than the preset asks (its start-up log).
+
+    The preset keeps the request (it is what the user chose, and another node or
+    vLLM may honour it); this table, and a comment at the top of every exported
+    file (:func:`tuner.export.preset.ran_notes`), say what this trial really ran.
+    """
+    effective = of_trial(trial.effective)
+    if effective is None:
+        return {}
+    return {
+        m.knob: {"requested": m.requested, "ran": m.effective, "vllm": effective.vllm_version}
+        for m in effective.mismatches
+    }
 
 
 def _noise(trial: Trial, repeats: list[Trial]) -> dict[str, Any] | None:

@@ -30,7 +30,7 @@ from tuner.config import EngineValue
 from tuner.export.render import export
 from tuner.export.trial import preset_from_trial
 from tuner.studies.ab import ABReport, build_report
-from tuner.studies.common import point_key
+from tuner.studies.common import point_key, value_of
 from tuner.studies.stats import Direction, Verdict, metric_direction
 from tuner.studies.winner import WinnerError, pick_winner
 from tuner.trials.guard_check import (
@@ -301,27 +301,43 @@ class Study:
     def export_choice(self) -> tuple[Trial | None, str]:
         """The trial the export dialog offers first and the sentence that says why.
 
-        After an A/B, its verdict decides (B only when significantly better); else the
-        study's winner (tuner.studies.winner).
+        After an A/B, its verdict decides (B only when significantly better), and the
+        arm's representative is exported: the repeat nearest the arm's mean, never its
+        luckiest one (the preset's ``objective_value`` is then the arm's mean:
+        tuner.export.trial); else the study's winner (tuner.studies.winner).
         """
         trials = self.trials()
         report = self.last_ab(trials)
         if report is not None:
             arm = "B" if report.verdict is Verdict.B_BETTER else "A"
             by_id = {t.id: t for t in finished(trials)}
-            ids = [i for i in report.trials.get(arm, []) if i in by_id]
-            if ids:
+            members = [by_id[i] for i in report.trials.get(arm, []) if i in by_id]
+            if members:
                 keep = (
                     "B (significantly better)"
                     if arm == "B"
                     else "A, the baseline (B is not significantly better)"
                 )
-                return by_id[ids[-1]], f"A/B: {report.summary()} → exporting {keep}"
+                chosen = representative(members, report.objective)
+                return chosen, (
+                    f"A/B: {report.summary()} → exporting {keep}: trial {chosen.short_id}, the "
+                    f"repeat nearest the arm's mean of {len(members)}"
+                )
         try:
             winner = pick_winner(trials, study=self.name)
         except WinnerError as exc:
             return None, str(exc)
         return winner.winner.representative(), winner.statement
+
+
+def representative(trials: Sequence[Trial], objective: str) -> Trial:
+    """The trial nearest the group's mean on ``objective`` (the first when none measured it)."""
+    values = [(t, value_of(t, objective)) for t in trials]
+    measured = [(t, v) for t, v in values if v is not None]
+    if not measured:
+        return trials[0]
+    mean = sum(v for _, v in measured) / len(measured)
+    return min(measured, key=lambda tv: abs(tv[1] - mean))[0]
 
 
 def export_trial(
