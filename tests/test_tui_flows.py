@@ -201,6 +201,9 @@ async def test_one_ab_shows_one_verdict_everywhere_and_export_writes_the_files(
         assert isinstance(app.screen, CompareScreen)
         table = app.screen.query_one(DataTable)
         assert table.row_count == len(ab["metrics"])
+        # The interval column names the level the core judged at, as the CLI's table does.
+        labels = [str(c.label) for c in table.columns.values()]
+        assert f"B vs A [{ab['confidence']:.0%} CI]" in labels, labels
         for metric in ab["metrics"]:
             row = [str(cell) for cell in table.get_row(metric["metric"])]
             # An arm whose TPOT/ITL the core withheld (responses in one piece) says so instead.

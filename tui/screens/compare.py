@@ -127,7 +127,8 @@ class CompareScreen(Screen[None]):
             )
         )
         table = self.query_one(DataTable)
-        table.add_columns("metric", "A", "B", "B vs A [95% CI]", "verdict")
+        # The level the A/B was judged at (its stored judgement), not a fixed 95%.
+        table.add_columns("metric", "A", "B", f"B vs A [{report.confidence:.0%} CI]", "verdict")
         one_piece = one_piece_arms(found)
         for row in report.rows:
             table.add_row(row.metric, *metric_cells(row), key=row.metric)

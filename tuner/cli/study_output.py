@@ -138,7 +138,8 @@ def print_ab(report: ABReport) -> None:
 
     console = Console(highlight=False)
     table = Table(title=f"A/B study {markup(report.study)}", title_justify="left")
-    for col in ("metric", "better", "A mean ± sd", "B mean ± sd", "B vs A [95% CI]", "verdict"):
+    interval = f"B vs A [{report.confidence:.0%} CI]"  # the level the A/B was judged at
+    for col in ("metric", "better", "A mean ± sd", "B mean ± sd", interval, "verdict"):
         table.add_column(col, justify="right" if col not in ("metric", "verdict") else "left")
     for row in report.rows:
         color = {Verdict.A_BETTER: "cyan", Verdict.B_BETTER: "green"}.get(row.verdict, "dim")

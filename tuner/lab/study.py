@@ -105,7 +105,7 @@ class Comparison:
         b_ids = ", ".join(t.short_id for t in self.b)
         if self.source is ComparisonSource.AB:
             return f"the A/B's own repeats: A {a_ids}; B {b_ids}"
-        return f"pooled: every finished trial of each config: A {a_ids}; B {b_ids}"
+        return f"every finished trial of each config, pooled: A {a_ids}; B {b_ids}"
 
 
 def finished(trials: Sequence[Trial]) -> list[Trial]:

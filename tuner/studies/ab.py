@@ -93,6 +93,8 @@ class ABReport:
         looks: The sequential analyses (empty for a fixed-size A/B); the
             objective row is the last look's repeated confidence interval.
         stopped: Why a sequential A/B ended (None for a fixed-size one).
+        confidence: The level its intervals were judged at (the stored judgement's:
+            tuner.studies.ab_judgement); a sequential objective row states its own.
     """
 
     study: str
@@ -106,6 +108,7 @@ class ABReport:
     notes: list[str] = field(default_factory=list)
     looks: list[Look] = field(default_factory=list)
     stopped: Decision | None = None
+    confidence: float = 0.95
 
     @property
     def objective_row(self) -> Comparison | None:
@@ -143,6 +146,7 @@ class ABReport:
             "b_config": self.b_config,
             "notes": self.notes,
             "looks": [look.to_dict() for look in self.looks],
+            "confidence": self.confidence,
             "stopped": self.stopped.value if self.stopped is not None else None,
         }
 
@@ -221,6 +225,7 @@ def build_report(
         notes=notes,
         looks=looks,
         stopped=looks[-1].decision if looks else None,
+        confidence=confidence,
     )
 
 
