@@ -148,8 +148,8 @@ def test_report_shows_each_trials_guard_verdict(tmp_path: Path) -> None:
     assert '<td class="l bad"' in page and '<td class="l warn"' in page
     md = written.markdown.read_text()
     assert "## Output drift" in md
-    assert f"| {drifted.short_id} B/1 | drifted | drifted on 1/2 prompts from token 2" in md
-    assert f"| {close.short_id} B/0 | close | close on 2/2 prompts" in md
+    assert f"| {drifted.short_id} B2 | drifted | drifted on 1/2 prompts from token 2" in md
+    assert f"| {close.short_id} B1 | close | close on 2/2 prompts" in md
 
 
 def test_report_without_guard_records_says_so(tmp_path: Path) -> None:

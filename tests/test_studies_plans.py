@@ -115,7 +115,7 @@ def test_ab_report_verdicts_and_failures() -> None:
     assert report.verdict is Verdict.B_BETTER
     ttft = next(r for r in report.rows if r.metric == "p99_ttft_ms")
     assert ttft.verdict is Verdict.B_BETTER  # lower latency for B
-    assert report.failures == ["A/2: failed (engine died)"]
+    assert report.failures == ["A3: failed (engine died)"]
     assert report.objective_row is not None and report.objective_row.a.n == 2
     assert report.notes == []  # no trial says its responses came in one piece
     data = report.to_dict()
@@ -139,7 +139,7 @@ def test_ab_report_notes_the_trials_whose_responses_came_in_one_piece() -> None:
     trials[1].results["tunelab"] = {"one_chunk_fraction": 0.0}
     report = build_report(trials, study="s", objective="output_throughput")
     assert report.notes == [
-        "A/0: 100% of responses arrived in one piece: TTFT/ITL show a starved server"
+        "A1: 100% of responses arrived in one piece: TTFT/ITL show a starved server"
     ]
     assert report.to_dict()["notes"] == report.notes
     assert report.verdict is Verdict.B_BETTER  # the objective's samples are all kept
@@ -202,7 +202,7 @@ def test_ab_report_notes_the_repeats_measured_while_others_took_the_cpu() -> Non
     trials[2].results["tunelab"] = {"host_noise": busy.to_dict()}
     trials[3].results["tunelab"] = {"host_noise": quiet.to_dict()}
     report = build_report(trials, study="s", objective="output_throughput")
-    assert report.notes == [f"B/1: host: {busy.describe()}"]
+    assert report.notes == [f"B2: host: {busy.describe()}"]
     assert "other processes used 50% of the machine's CPU (yes 10.0 s)" in report.notes[0]
 
 

@@ -70,7 +70,7 @@ def knob_diff(trial: Any, baseline: Any | None) -> str:
         if not changes:
             return "= baseline"
         return " ".join(f"{c.key}={c.value}" for c in changes)
-    tag = f"{trial.arm}{trial.repeat}" if trial.arm else ""
+    tag = trial.arm_label
     return (tag + " " if tag else "") + (f"{len(values)} knobs" if values else "defaults")
 
 

@@ -131,15 +131,15 @@ class TrialRow:
 
     @property
     def role(self) -> str:
-        """What the trial was in its study (``A/0``, ``max-num-seqs=64 #1``), empty for a run."""
+        """What the trial was in its study (``A1``, ``max-num-seqs=64 #1``), empty for a run."""
         return "" if self.label == self.trial.short_id else self.label
 
     @property
     def label(self) -> str:
-        """``A/0``, ``max-num-seqs=64 #1`` or the short id: how the trial is named in plots."""
+        """``A1``, ``max-num-seqs=64 #1`` or the short id: how the trial is named in plots."""
         t = self.trial
         if t.arm:
-            return f"{t.arm}/{t.repeat}"
+            return t.arm_label
         if t.tags.get("kind") == "sweep":
             return f"{t.tags.get('knob')}={t.tags.get('value')} #{t.repeat}"
         return t.short_id

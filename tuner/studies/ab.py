@@ -181,7 +181,7 @@ def build_report(
         if t.arm in arms:
             arms[t.arm].append(t)
     failures = [
-        f"{t.arm}/{t.repeat}: {t.status} ({t.failure_reason or 'no reason recorded'})"
+        f"{t.arm_label}: {t.status} ({t.failure_reason or 'no reason recorded'})"
         for t in trials
         if t.arm in arms and value_of(t, objective) is None
     ]
@@ -277,13 +277,13 @@ def _notes(trials: Sequence[Trial], arms: dict[str, list[Trial]], objective: str
     """What the reader must know beside the figures: starved or contaminated repeats, too few
     samples, an unusable stored design, GPU and environment differences, what vLLM ran."""
     notes = [
-        f"{t.arm}/{t.repeat}: {warning}"
+        f"{t.arm_label}: {warning}"
         for t in trials
         if t.arm in arms and (warning := delivery_warning(t.results or {}, short=True))
     ]
     # A repeat measured while others took the CPU (issue 17: contamination).
     notes.extend(
-        f"{t.arm}/{t.repeat}: host: {note}"
+        f"{t.arm_label}: host: {note}"
         for t in trials
         if t.arm in arms and (note := host_note(t.results or {}))
     )

@@ -43,7 +43,7 @@ PROGRESS_EVERY_S = 1.0
 def trial_label(trial: Trial) -> str:
     """What a trial is, in a few characters: ``A1``, ``max-num-seqs=8``, ``#3 ...``."""
     if trial.arm:
-        return f"{trial.arm}{(trial.repeat or 0) + 1}"
+        return trial.arm_label
     values = trial.tags.get("values")
     text = describe_values(values) if isinstance(values, dict) else trial.short_id
     number = trial.tags.get("optuna_number")

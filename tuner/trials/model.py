@@ -198,6 +198,14 @@ class Trial:
         return self.id[:8]
 
     @property
+    def arm_label(self) -> str:
+        """``A1``, ``B2``: the A/B arm and its launch counted from 1, as every face names a
+        repeat (``A`` alone for a trial pooled into an arm); "" outside an A/B."""
+        if not self.arm:
+            return ""
+        return f"{self.arm}{self.repeat + 1}" if self.repeat is not None else self.arm
+
+    @property
     def config_id(self) -> str:
         return self.config.config_id
 
