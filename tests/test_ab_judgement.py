@@ -10,7 +10,6 @@ replay to the run's verdict; the unit tests cover stores that are old or hostile
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -77,6 +76,10 @@ def test_a_min_effect_ab_replays_to_the_verdict_its_run_gave(cli: CliRunner) -> 
     assert ran["verdict"] == "no significant difference", ran["summary"]
     if ran["metrics"][0]["rel_ci_low"] > 0:  # a real difference: only the smallest win held it
         assert "below the 2000.0% that counts as a win" in ran["summary"]
+    # Every trial carries the judgement its A/B ran with.
+    with TrialStore(default_path()) as store:
+        tags = {json.dumps(t.tags[TAG], sort_keys=True) for t in store.list(study="me")}
+    assert tags == {json.dumps(Judgement(0.95, 20.0).to_tag(), sort_keys=True)}
     stored = cli.invoke(app, ["ab", "--report", "--study", "me", "--json"])
     assert stored.exit_code == 0, stored.output
     assert json.loads(stored.stdout)["summary"] == ran["summary"]
@@ -120,6 +123,11 @@ def test_a_sequential_ab_applies_the_smallest_win_to_its_stop(cli: CliRunner) ->
         last = Study(store, "sq").last_ab()
     assert last is not None
     assert {r.confidence for r in last.rows[1:]} == {0.9}
+    # The table's interval column says the level it was judged at, in the run and the replay.
+    assert ran["confidence"] == 0.9
+    shown = cli.invoke(app, ["ab", "--report", "--study", "sq"])
+    assert shown.exit_code == 0, shown.output
+    assert "B vs A [90% CI]" in shown.output and "95% CI" not in shown.output
 
 
 def _trial(arm: str, value: float, tags: dict[str, object]) -> Trial:
@@ -172,35 +180,3 @@ def test_a_judgement_round_trips_through_its_tag() -> None:
     assert judgement_from_tag(json.loads(json.dumps(j.to_tag()))) == j
     with pytest.raises(ValueError, match="min_rel_effect"):
         judgement_from_tag({"confidence": 0.95, "min_rel_effect": float("nan")})
-
-
-def test_run_ab_stores_its_judgement_on_every_trial(cli: CliRunner, tunelab_home: Path) -> None:
-    run = cli.invoke(
-        app,
-        [
-            "ab",
-            *ARMS,
-            "--repeats",
-            "2",
-            "--confidence",
-            "0.99",
-            "--min-effect",
-            "0.1",
-            *FAST,
-            "--study",
-            "tg",
-            "--json",
-        ],
-    )
-    assert run.exit_code == 0, run.output
-    with TrialStore(default_path()) as store:
-        trials = store.list(study="tg")
-    assert len(trials) == 4
-    assert {json.dumps(t.tags[TAG], sort_keys=True) for t in trials} == {
-        json.dumps(Judgement(0.99, 0.1).to_tag(), sort_keys=True)
-    }
-    # The table's interval column says the level it was judged at, in the run and the replay.
-    assert json.loads(run.stdout)["confidence"] == 0.99
-    shown = cli.invoke(app, ["ab", "--report", "--study", "tg"])
-    assert shown.exit_code == 0, shown.output
-    assert "B vs A [99% CI]" in shown.output and "95% CI" not in shown.output
