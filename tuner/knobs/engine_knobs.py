@@ -38,12 +38,9 @@ ENGINE_KNOBS: tuple[Knob, ...] = (
         "block-size",
         ValueType.INT,
         "attention",
-        "Tokens per KV-cache block. Which sizes a backend takes is vLLM's own rule, read "
-        "from its code per release (`tunelab check` names them): in 0.32 ROCm's MHA "
-        "backends and TRITON_MLA take multiples of 16, the AITER MLA backends any size "
-        "(the guides' block-size 1 for DeepSeek is fatal anywhere else).",
-        f"{R0} §AITER MLA requirements (DeepSeek-V3/R1 models); vLLM 0.32.0 "
-        "v1/attention/backends/* get_supported_kernel_block_sizes (tuner/vllm_tables)",
+        "Tokens per KV-cache block; the sizes each backend takes are vLLM's (`tunelab check`): "
+        "in 0.32 ROCm MHA takes multiples of 16, AITER MLA any.",
+        f"{R0} §AITER MLA requirements (DeepSeek-V3/R1 models)",
         minimum=1,
     ),
     # -- batching / scheduling -------------------------------------------
