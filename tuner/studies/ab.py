@@ -31,7 +31,7 @@ from tuner.engine.effective import arms_differences
 from tuner.environment import arm_notes
 from tuner.errors import TunelabError
 from tuner.studies.ab_judgement import TAG as JUDGEMENT_TAG
-from tuner.studies.ab_judgement import Judgement, stored_judgement
+from tuner.studies.ab_judgement import Judgement, applied_judgement
 from tuner.studies.common import study_name, value_of
 from tuner.studies.sequential import (
     Decision,
@@ -186,7 +186,7 @@ def build_report(
         if t.arm in arms and value_of(t, objective) is None
     ]
     notes = _notes(trials, arms, objective)
-    judged = _judgement(arms["A"] + arms["B"], metrics, confidence, min_rel_effect, notes)
+    judged = applied_judgement(arms["A"] + arms["B"], metrics, confidence, min_rel_effect, notes)
     confidence, min_rel_effect = judged.confidence, judged.min_rel_effect
     names = [objective, *[m for m in judged.metrics if m != objective]]
     starved = [
@@ -227,28 +227,6 @@ def build_report(
         stopped=looks[-1].decision if looks else None,
         confidence=confidence,
     )
-
-
-def _judgement(
-    trials: Sequence[Trial],
-    metrics: Sequence[str] | None,
-    confidence: float | None,
-    min_rel_effect: float | None,
-    notes: list[str],
-) -> Judgement:
-    """The judgement to apply: the stored one, with what the caller overrides (noted)."""
-    stored, why = stored_judgement(trials)
-    if why:
-        notes.append(why)
-    base = stored or Judgement()
-    asked = Judgement(
-        base.confidence if confidence is None else confidence,
-        base.min_rel_effect if min_rel_effect is None else min_rel_effect,
-        base.metrics if metrics is None else tuple(metrics),
-    )
-    if stored is not None and asked.describe() != stored.describe():
-        notes.append(f"re-judged with {asked.describe()}; the A/B ran with {stored.describe()}")
-    return asked
 
 
 def _at_least(last: Look, design: SequentialDesign | None, min_rel_effect: float) -> Comparison:

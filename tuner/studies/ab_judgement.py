@@ -110,3 +110,29 @@ def stored_judgement(trials: Sequence[Trial]) -> tuple[Judgement | None, str | N
             f"{Judgement().describe()}, which may not be what its run used"
         )
     return None, None
+
+
+def applied_judgement(
+    trials: Sequence[Trial],
+    metrics: Sequence[str] | None,
+    confidence: float | None,
+    min_rel_effect: float | None,
+    notes: list[str],
+) -> Judgement:
+    """The judgement a report applies: the stored one, with what the caller overrides.
+
+    Notes go to ``notes``: an old or unusable stored judgement, and a re-judgement
+    that differs from the one the A/B ran with.
+    """
+    stored, why = stored_judgement(trials)
+    if why:
+        notes.append(why)
+    base = stored or Judgement()
+    asked = Judgement(
+        base.confidence if confidence is None else confidence,
+        base.min_rel_effect if min_rel_effect is None else min_rel_effect,
+        base.metrics if metrics is None else tuple(metrics),
+    )
+    if stored is not None and asked.describe() != stored.describe():
+        notes.append(f"re-judged with {asked.describe()}; the A/B ran with {stored.describe()}")
+    return asked
