@@ -165,13 +165,10 @@ class TunelabApp(WorkerErrors, KeyActions, App[None]):
     def open_telemetry(self) -> None:
         backend = self.session.services.telemetry()
         self._backend = backend
-        count = backend.count()
-        vram_gib = name = partition = None
-        if count:
-            first = backend.snapshot(0)  # this thread may block on the driver; the UI does not
-            if first.vram_total:
-                vram_gib = first.vram_total / 1024**3
-            name, partition = first.name, first.compute_partition
+        # The same reading every face's target is built from (tuner.rules.node_target);
+        # this thread may block on the driver, the UI does not.
+        gpus = lab_target.read_backend(backend)
+        count, vram_gib, name, partition = gpus.count, gpus.vram_gib, gpus.name, gpus.partition
         self.session.gpu_count = count
         if count:
             rate = self.session.services.telemetry_rate_hz

@@ -19,11 +19,19 @@ from tuner.rules.node_target import (
     GIVEN_NOTE,
     NodeGpus,
     from_introspection,
+    read_backend,
     read_node_gpus,
 )
 from tuner.rules.node_target import with_node_gpus as _with_node_gpus
 
-__all__ = ["GIVEN_NOTE", "NodeGpus", "for_check", "from_introspection", "with_node_gpus"]
+__all__ = [
+    "GIVEN_NOTE",
+    "NodeGpus",
+    "for_check",
+    "from_introspection",
+    "read_backend",
+    "with_node_gpus",
+]
 
 
 def with_node_gpus(
@@ -78,12 +86,7 @@ def for_check(
         return Target(info.version, platform, gpus or 1, vram_gib, note="given platform"), notes
     # This node, as a trial on it would be judged (tuner.rules.node_target); what the
     # user typed (--gpus, --vram-gib, the preset's gpu_count) still wins.
-    target = with_node_gpus_read(Target.from_introspection(info))
+    target = _with_node_gpus(Target.from_introspection(info), read_node_gpus())
     if gpus or vram_gib:
         target = replace(target, gpus=gpus or target.gpus, vram_gib=vram_gib or target.vram_gib)
     return target, notes
-
-
-def with_node_gpus_read(target: Target) -> Target:
-    """``target`` with this node's GPUs, read now through telemetry."""
-    return _with_node_gpus(target, read_node_gpus())

@@ -18,7 +18,7 @@ from tuner.introspect import IntrospectError, introspect
 from tuner.model import ModelError, analyze
 from tuner.rules import Finding, Severity, Target, WorkloadShape, check
 from tuner.rules.node_target import NodeGpus, from_introspection, read_node_gpus, with_node_gpus
-from tuner.trials.slots import SlotError, gpu_count
+from tuner.trials.slots import SlotError, forced_gpu_count
 
 if TYPE_CHECKING:
     from tuner.engine.effective import EffectiveConfig
@@ -76,14 +76,14 @@ def _resolve_target(python: str) -> tuple[Target, tuple[str, ...]]:
 
 
 def _node_gpus(notes: list[str]) -> NodeGpus:
-    """The node's GPUs for the rules: the slots' count (forced or from telemetry), then
-    one GPU's memory, model and partition from telemetry."""
+    """The node's GPUs for the rules, read through telemetry once: its count (unless one is
+    forced, as the slots' is), one GPU's memory, model and partition."""
     try:
-        count = gpu_count()
+        forced = forced_gpu_count()
     except SlotError as exc:
         notes.append(str(exc))
         return NodeGpus()
-    return read_node_gpus(count)
+    return read_node_gpus(forced)
 
 
 def analyze_model(model: str, notes: list[str] | None = None) -> ModelInfo | None:

@@ -88,8 +88,8 @@ def world_size(trial: Trial) -> int:
     return size
 
 
-def gpu_count(forced: int | None = None) -> int:
-    """GPUs on this node: ``forced``, else TUNELAB_FORCE_GPU_COUNT, else what telemetry sees.
+def forced_gpu_count(forced: int | None = None) -> int | None:
+    """``forced``, else TUNELAB_FORCE_GPU_COUNT; None when neither says (telemetry decides).
 
     Raises:
         SlotError: When the forced value is not a whole number >= 0.
@@ -101,9 +101,19 @@ def gpu_count(forced: int | None = None) -> int:
                 forced = int(raw)
             except ValueError:
                 raise SlotError(f"{FORCE_ENV}={raw!r} is not a whole number of GPUs") from None
+    if forced is not None and forced < 0:
+        raise SlotError(f"GPU count must be >= 0, got {forced}")
+    return forced
+
+
+def gpu_count(forced: int | None = None) -> int:
+    """GPUs on this node: ``forced``, else TUNELAB_FORCE_GPU_COUNT, else what telemetry sees.
+
+    Raises:
+        SlotError: When the forced value is not a whole number >= 0.
+    """
+    forced = forced_gpu_count(forced)
     if forced is not None:
-        if forced < 0:
-            raise SlotError(f"GPU count must be >= 0, got {forced}")
         return forced
     backend = select_backend("auto")
     try:
