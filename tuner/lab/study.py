@@ -30,7 +30,7 @@ from tuner.config import EngineValue
 from tuner.export.render import export
 from tuner.export.trial import preset_from_trial
 from tuner.studies.ab import ABReport, build_report
-from tuner.studies.common import point_key, value_of
+from tuner.studies.common import point_key, representative
 from tuner.studies.stats import Direction, Verdict, metric_direction
 from tuner.studies.winner import WinnerError, pick_winner
 from tuner.trials.guard_check import (
@@ -328,16 +328,6 @@ class Study:
         except WinnerError as exc:
             return None, str(exc)
         return winner.winner.representative(), winner.statement
-
-
-def representative(trials: Sequence[Trial], objective: str) -> Trial:
-    """The trial nearest the group's mean on ``objective`` (the first when none measured it)."""
-    values = [(t, value_of(t, objective)) for t in trials]
-    measured = [(t, v) for t, v in values if v is not None]
-    if not measured:
-        return trials[0]
-    mean = sum(v for _, v in measured) / len(measured)
-    return min(measured, key=lambda tv: abs(tv[1] - mean))[0]
 
 
 def export_trial(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from tuner.studies.space import Constraint
@@ -26,6 +26,16 @@ def value_of(trial: Trial, key: str) -> float | None:
     if trial.status is not TrialStatus.DONE:
         return None
     return metric(trial, key)
+
+
+def representative(trials: Sequence[Trial], objective: str) -> Trial:
+    """The trial to show or export for a group of repeats: the one nearest their mean on
+    ``objective`` (never the luckiest); the first when none measured it."""
+    measured = [(t, v) for t in trials if (v := value_of(t, objective)) is not None]
+    if not measured:
+        return trials[0]
+    mean = sum(v for _, v in measured) / len(measured)
+    return min(measured, key=lambda tv: abs(tv[1] - mean))[0]
 
 
 def meets(trial: Trial, constraints: Iterable[Constraint]) -> bool:

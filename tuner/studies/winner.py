@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tuner.errors import TunelabError
-from tuner.studies.common import meets, point_key, value_of
+from tuner.studies.common import meets, point_key, representative, value_of
 from tuner.studies.pruning import is_pruned
 from tuner.studies.space import Constraint, SpaceError, parse_constraint
 from tuner.studies.stats import (
@@ -54,7 +54,7 @@ class Point:
 
     def representative(self) -> Trial:
         """The point's trial to show or export: the repeat closest to the point's mean."""
-        return min(self.trials, key=lambda t: abs((value_of(t, self.objective) or 0.0) - self.mean))
+        return representative(self.trials, self.objective)
 
     def to_dict(self) -> dict[str, Any]:
         trial = self.representative()
