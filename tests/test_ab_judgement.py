@@ -16,7 +16,6 @@ from typer.testing import CliRunner
 
 from tests.support import study_cli
 from tuner.bench.workload import Workload
-from tuner.cli import study_session
 from tuner.cli.app import app, register_all
 from tuner.config import EngineConfig
 from tuner.lab.study import Study
@@ -29,19 +28,14 @@ from tuner.trials.slots import FORCE_ENV
 from tuner.trials.store import TrialStore, default_path
 
 register_all(app)
-FAST = ["--model", "engine-double", "--input-len", "16", "--output-len", "16"]
-FAST += ["--num-prompts", "16", "--concurrency", "8", "--warmup", "0", "--no-guard"]
+FAST = study_cli.FAST
 ARMS = ["--a-set", "max-num-seqs=1", "--b-set", "max-num-seqs=8"]
 
 
 @pytest.fixture
 def cli(monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    monkeypatch.setattr(study_session, "make_runner", study_cli._make_runner)
-    monkeypatch.setenv("COLUMNS", "200")
-    monkeypatch.setenv(FORCE_ENV, "0")
     # 10 ms between tokens: the double's physics dwarfs a busy box's scheduling noise.
-    monkeypatch.setenv("DOUBLE_TOKEN_MS", "10")
-    return CliRunner()
+    return study_cli.in_process(monkeypatch, **{FORCE_ENV: "0", "DOUBLE_TOKEN_MS": "10"})
 
 
 def _replays(study: str) -> dict[str, tuple[str, str]]:

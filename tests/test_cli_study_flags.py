@@ -12,7 +12,6 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.support import study_cli
-from tuner.cli import study_session
 from tuner.cli.app import app, register_all
 from tuner.studies.pruning import is_pruned
 from tuner.trials.model import TrialStatus
@@ -20,16 +19,12 @@ from tuner.trials.slots import FORCE_ENV
 from tuner.trials.store import TrialStore
 
 register_all(app)
-FAST = ["--model", "engine-double", "--input-len", "16", "--output-len", "16"]
-FAST += ["--num-prompts", "16", "--concurrency", "8", "--warmup", "0", "--no-guard"]
+FAST = study_cli.FAST
 
 
 @pytest.fixture
 def cli(monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    monkeypatch.setattr(study_session, "make_runner", study_cli._make_runner)
-    monkeypatch.setenv("COLUMNS", "200")
-    monkeypatch.setenv(FORCE_ENV, "0")
-    return CliRunner()
+    return study_cli.in_process(monkeypatch, **{FORCE_ENV: "0"})
 
 
 def _store_trials(tunelab_home, study: str):  # type: ignore[no-untyped-def]

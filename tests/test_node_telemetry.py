@@ -18,7 +18,6 @@ from typer.testing import CliRunner
 
 from tests.support import study_cli
 from tests.support.tui_harness import fake_amd_backend
-from tuner.cli import study_session
 from tuner.cli.app import app, register_all
 from tuner.lab import node
 from tuner.lab.study import Study
@@ -34,13 +33,10 @@ FAST += ["--num-prompts", "16", "--concurrency", "4", "--warmup", "0", "--no-gua
 
 @pytest.fixture
 def cli(monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    monkeypatch.setattr(study_session, "make_runner", study_cli._make_runner)
-    monkeypatch.setenv("COLUMNS", "200")
-    monkeypatch.setenv("DOUBLE_TOKEN_MS", "20")  # a measured run of ~1.3 s: a few samples at 2 Hz
-    # Two GPU slots, so each engine is pinned and its window holds its own GPU (the
-    # recorded node's GPU 5 reads no power: a window over all eight has no energy).
-    monkeypatch.setenv(FORCE_ENV, "2")
-    return CliRunner()
+    # A measured run of ~1.3 s (a few samples at 2 Hz), on two GPU slots, so each engine
+    # is pinned and its window holds its own GPU (the recorded node's GPU 5 reads no
+    # power: a window over all eight has no energy).
+    return study_cli.in_process(monkeypatch, **{"DOUBLE_TOKEN_MS": "20", FORCE_ENV: "2"})
 
 
 @pytest.fixture

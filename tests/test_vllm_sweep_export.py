@@ -22,7 +22,6 @@ from typer.testing import CliRunner
 
 from tests.support import study_cli
 from tuner.bench.workload import Workload
-from tuner.cli import study_session
 from tuner.cli.app import app, register_all
 from tuner.config import EngineConfig
 from tuner.trials.model import PRUNED_TAG, Trial, TrialStatus
@@ -30,15 +29,12 @@ from tuner.trials.store import TrialStore
 from tuner.trials.vllm_sweep import DEFAULT, unset_value
 
 register_all(app)
-FAST = ["--model", "engine-double", "--input-len", "16", "--output-len", "16"]
-FAST += ["--num-prompts", "16", "--concurrency", "8", "--warmup", "0", "--no-guard"]
+FAST = study_cli.FAST
 
 
 @pytest.fixture
 def cli(monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    monkeypatch.setattr(study_session, "make_runner", study_cli._make_runner)
-    monkeypatch.setenv("COLUMNS", "200")
-    return CliRunner()
+    return study_cli.in_process(monkeypatch)
 
 
 # vLLM's sweep tools run as their ``__main__`` blocks do (their own argument parsers),

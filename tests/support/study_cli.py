@@ -12,12 +12,32 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tuner.cli import study_session
 from tuner.config import EngineConfig
 from tuner.studies.executor import TrialRunner
 
+if TYPE_CHECKING:  # the subprocess entry (main) loads neither
+    import pytest
+    from typer.testing import CliRunner
+
 DOUBLE = Path(__file__).with_name("study_engine_double.py")
+# A small workload the double measures in about a second (the in-process CLI tests').
+FAST = ["--model", "engine-double", "--input-len", "16", "--output-len", "16"]
+FAST += ["--num-prompts", "16", "--concurrency", "8", "--warmup", "0", "--no-guard"]
+
+
+def in_process(monkeypatch: pytest.MonkeyPatch, **env: str) -> CliRunner:
+    """The real CLI run in this process with the double's runner; ``env``: more variables
+    (e.g. ``TUNELAB_FORCE_GPU_COUNT``, ``DOUBLE_TOKEN_MS``) for this test only."""
+    from typer.testing import CliRunner
+
+    monkeypatch.setattr(study_session, "make_runner", _make_runner)
+    monkeypatch.setenv("COLUMNS", "200")
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return CliRunner()
 
 
 def double_command(config: EngineConfig) -> list[str]:
