@@ -22,6 +22,7 @@ from tuner.bench.workload import Workload
 from tuner.cli import ablate as ablate_cli
 from tuner.cli import study_session
 from tuner.config import EngineConfig
+from tuner.lab import plans as lab_plans
 from tuner.studies.ablate import AblationReport
 from tuner.trials.model import Trial
 from tuner.trials.store import TrialStore
@@ -82,7 +83,7 @@ def _bad_destinations(tmp_path: Path) -> dict[str, tuple[Path, str]]:
 def test_a_bad_output_is_refused_before_any_trial(
     winner: Trial, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str
 ) -> None:
-    monkeypatch.setattr(ablate_cli, "run_ablation", _never)
+    monkeypatch.setattr(lab_plans, "run_ablation", _never)
     output, says = _bad_destinations(tmp_path)[case]
     code, _out, err = _ablate(winner.id, "--output", str(output))
     assert code == 2, err
@@ -102,7 +103,7 @@ def _stand_in(effect: object = None) -> object:
 def test_a_folder_as_output_gets_the_preset_inside(
     winner: Trial, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(ablate_cli, "run_ablation", _stand_in())
+    monkeypatch.setattr(lab_plans, "run_ablation", _stand_in())
     folder = tmp_path / "presets"
     folder.mkdir()
     code, out, err = _ablate(winner.id, "--output", str(folder))
@@ -115,7 +116,7 @@ def test_a_folder_as_output_gets_the_preset_inside(
 def test_existing_file_with_force_is_replaced(
     winner: Trial, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(ablate_cli, "run_ablation", _stand_in())
+    monkeypatch.setattr(lab_plans, "run_ablation", _stand_in())
     target = tmp_path / "m.toml"
     target.write_text("old")
     code, out, err = _ablate(winner.id, "--output", str(target), "--force")
@@ -128,7 +129,7 @@ def test_a_destination_gone_after_the_run_keeps_the_preset(
 ) -> None:
     folder = tmp_path / "out"
     folder.mkdir()
-    monkeypatch.setattr(ablate_cli, "run_ablation", _stand_in(folder.rmdir))
+    monkeypatch.setattr(lab_plans, "run_ablation", _stand_in(folder.rmdir))
     code, out, err = _ablate(winner.id, "--output", str(folder / "m.toml"))
     assert code == 1
     assert "Traceback" not in err
@@ -151,7 +152,7 @@ def test_when_no_file_can_be_written_the_preset_is_printed(
         folder.rmdir()
         monkeypatch.setattr(paths, "data_dir", lambda: blocker)  # mkdir under a file fails
 
-    monkeypatch.setattr(ablate_cli, "run_ablation", _stand_in(break_both))
+    monkeypatch.setattr(lab_plans, "run_ablation", _stand_in(break_both))
     code, out, err = _ablate(winner.id, "--output", str(folder / "m.toml"))
     assert code == 1 and "Traceback" not in err
     assert "it is printed below" in err

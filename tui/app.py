@@ -320,15 +320,12 @@ class TunelabApp(WorkerErrors, KeyActions, App[None]):
 
     def apply_fix(self, finding: Finding) -> None:
         """Set the knob values of ``finding``'s fix and re-check."""
-        # Deferred: the study layer loads when a job or view needs it, not at first paint.
-        from tuner.studies.common import describe_values
-
         fix = finding.fix or {}
         self.session.config = self.session.config.with_values(fix)
         for key in fix:
             self.session.invalid.pop(key, None)
         self.main.refresh_all()
-        self.notify(f"Applied fix: {describe_values(fix)}")
+        self.notify(f"Applied fix: {checks.describe_fix(finding)}")
 
     def action_baseline(self) -> None:
         done = [t for t in self.session.trials if t.results]

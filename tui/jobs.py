@@ -27,6 +27,7 @@ from textual.worker import Worker, WorkerState
 from tui import detached
 from tui.messages import JobFinished, JobKind, JobResult, RunEvent
 from tui.session import Session
+from tuner.errors import TunelabError
 from tuner.rules import Severity
 from tuner.trials.events import TrialEvent
 from tuner.trials.model import Trial
@@ -266,11 +267,10 @@ class Jobs:
             return None
         # Deferred: the engine and study stacks load when a job starts, not at first paint.
         from tuner.lab import run as lab_run
-        from tuner.studies.space import SpaceError
 
         try:
             param = lab_run.parse_param(spec)
-        except SpaceError as exc:
+        except TunelabError as exc:  # parse_param's SpaceError: says how to write the text
             self.host.notify(str(exc), severity="error", timeout=8)
             return None
         session = self.host.session
@@ -296,6 +296,7 @@ class Jobs:
             return None
         # Deferred: the engine and study stacks load when a job starts, not at first paint.
         from tuner.lab import capacity as lab_capacity
+        from tuner.lab import run as lab_run
 
         try:
             slo = lab_capacity.parse(slo_text)
@@ -308,7 +309,7 @@ class Jobs:
         assert workload is not None
 
         async def make(emit: Emit) -> JobResult:
-            return await lab_capacity.capacity(
+            return await lab_run.capacity(
                 config,
                 workload,
                 slo,
@@ -413,6 +414,6 @@ class Jobs:
 def ab_plan(repeats: int) -> tuple[str, ...]:
     """One label per launch of an A/B (``A1``, ``B1``, ...), in the core's schedule's order."""
     # Deferred: the study stack loads when a job starts, not at first paint.
-    from tuner.studies.ab import schedule
+    from tuner.lab.reports import ab_schedule
 
-    return tuple(f"{arm}{rep + 1}" for arm, rep in schedule(repeats))
+    return tuple(f"{arm}{rep + 1}" for arm, rep in ab_schedule(repeats))

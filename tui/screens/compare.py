@@ -28,9 +28,9 @@ from textual.widgets import DataTable, Footer, Static
 
 from tui.widgets.results_table import knob_diff, one_piece_warning
 from tuner.foreign_text import clean
+from tuner.lab.reports import MetricComparison as MetricRow
+from tuner.lab.reports import Verdict, format_relative
 from tuner.lab.study import Comparison, ComparisonSource, Study
-from tuner.studies.stats import Comparison as MetricRow
-from tuner.studies.stats import Verdict, format_relative
 
 if TYPE_CHECKING:
     from tuner.trials.guard_check import ArmsGuard

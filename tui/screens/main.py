@@ -308,9 +308,7 @@ class MainScreen(Screen[None]):
     @on(JobFinished)
     def _job_finished(self, message: JobFinished) -> None:
         # A job ran, so the study modules are loaded; not imported at first paint.
-        from tuner.studies.ab import ABReport
-        from tuner.studies.capacity import CapacityReport
-        from tuner.studies.sweep import SweepReport
+        from tuner.lab.reports import ABReport, CapacityReport, SweepReport
 
         panel = self.run_panel
         panel.end()

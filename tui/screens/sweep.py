@@ -1,7 +1,8 @@
 """The sweep dialog: ``KEY=V1,V2,...`` pre-filled for the focused knob.
 
-The text is parsed by ``tuner.studies.space.parse_param`` (the same syntax as
-``tunelab sweep``), so what the dialog accepts is what the CLI accepts.
+The text is parsed by ``tuner.lab.run.parse_param`` (``tuner.studies.space``'s
+parser, the same syntax as ``tunelab sweep``), so what the dialog accepts is what
+the CLI accepts.
 """
 
 from __future__ import annotations

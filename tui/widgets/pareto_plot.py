@@ -1,8 +1,9 @@
 """Throughput against p99 latency, one point per finished trial, with the Pareto front.
 
 Drawn with ``textual-plotext``. The front is the set of trials no other trial
-beats on both axes (more tokens/s and less p99 latency); it is the shortlist
-of configs worth exporting.
+beats on both axes (more tokens/s and less p99 latency;
+:func:`tuner.lab.reports.pareto_front`); it is the shortlist of configs worth
+exporting.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 from textual_plotext import PlotextPlot
 
-from tuner.studies.pareto import pareto_front
+from tuner.lab.reports import pareto_front
 from tuner.trials.model import metric
 
 LATENCY = "p99_e2el_ms"

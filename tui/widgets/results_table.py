@@ -1,8 +1,9 @@
 """The results table: every trial of the study, baseline marked, deltas against it.
 
 Rows come from the trial store; the deltas are plain relative differences of
-single trials (the noise-aware verdict lives in the compare view, which uses
-``tuner.studies.stats``). Clicking a header, or pressing ``o``, sorts.
+single trials (the noise-aware verdict lives in the compare view, which reads
+``tuner.studies.stats``' rows through ``tuner.lab.reports``). Clicking a header,
+or pressing ``o``, sorts.
 
 The metric columns come before the knob column, which is cut with an
 ellipsis, so at 80 columns the numbers stay on screen (issue 13). Every cell

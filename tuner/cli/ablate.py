@@ -24,15 +24,18 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from tuner.cli import options as opt
-from tuner.cli import result_file, study_session
-from tuner.cli.study_options import GpusOpt, VerboseOpt
+from tuner.cli import result_file
+from tuner.cli.study_options import AblateStudyOpt, ConfidenceOpt, GpusOpt, VerboseOpt
 from tuner.cli.study_output import dump
+from tuner.cli.study_session import Session, run_study
+from tuner.errors import TunelabError
 from tuner.export.preset import dump_preset
+from tuner.guard.settings import GuardSettings
 from tuner.lab import config as lab_config
 from tuner.lab.ablation import minimal_preset
 from tuner.lab.limits import MAX_REPEATS
+from tuner.lab.plans import AblationPlan, Hooks
 from tuner.lab.study import Study
-from tuner.studies.ablate import AblateError, changed_knobs, run_ablation
 from tuner.trials.model import TrialStatus
 from tuner.trials.store import StoreError, TrialNotFound
 
@@ -66,7 +69,7 @@ def ablate_command(
             help="Sequential A/Bs: stop each once it is clear.",
         ),
     ] = None,
-    confidence: Annotated[float, typer.Option("--confidence", min=0.5, max=0.999)] = 0.95,
+    confidence: ConfidenceOpt = 0.95,
     confirm: Annotated[
         bool,
         typer.Option("--confirm/--no-confirm", help="A/B the minimal config against the winner."),
@@ -79,9 +82,7 @@ def ablate_command(
         bool, typer.Option("--force", help="Replace an existing --output file.")
     ] = False,
     gpus: GpusOpt = None,
-    study: Annotated[
-        str | None, typer.Option("--study", help="Study name prefix (default ablate-<time>).")
-    ] = None,
+    study: AblateStudyOpt = None,
     allow_code: opt.AllowCodeOpt = False,
     allow_env: opt.AllowEnvOpt = None,
     startup_timeout: opt.StartupTimeoutOpt = 600.0,
@@ -95,35 +96,13 @@ def ablate_command(
     try:
         winner, baseline = _pair(store, trial_id, baseline_id)
         try:
-            knobs = changed_knobs(baseline.config, winner.config)
-        except AblateError as exc:
+            plan = AblationPlan(winner, baseline, study, repeats, max_repeats, confidence, confirm)
+        except TunelabError as exc:
             raise opt.usage_error("ablate", f"{exc} ({exc.fix})") from None
         destination = _destination(output, winner, force)  # before the first trial runs
-        planned = 2 * repeats * (len(knobs) + (1 if confirm else 0))
-        with study_session.runner_on(
-            store,
-            "ablate",
-            planned,
-            verbose=verbose,
-            startup_timeout=startup_timeout,
-            prepare=lambda runner: study_session.use_gpus("ablate", runner, gpus),
-        ) as runner:
-            report = study_session.run_async(
-                "ablate",
-                lambda: run_ablation(
-                    winner,
-                    baseline,
-                    runner,
-                    repeats=repeats,
-                    max_repeats=max_repeats,
-                    confidence=confidence,
-                    confirm=confirm,
-                    study=study,
-                    on_knob=None if as_json else _print_knob,
-                ),
-            )
-    except AblateError as exc:
-        raise opt.usage_error("ablate", f"{exc} ({exc.fix})") from None
+        session = Session("ablate", store_path, startup_timeout, verbose, GuardSettings())
+        hooks = Hooks(on_knob=None if as_json else _print_knob)
+        report = run_study(session, plan, hooks=hooks, gpus=gpus, store=store)
     finally:
         store.close()
     _finish(report, winner, destination, force, as_json)

@@ -1,13 +1,14 @@
 """``tunelab bench``: benchmark a running OpenAI-compatible server from the shell.
 
-The same code the TUI uses (tuner.bench.run_benchmark), with a Rich live
-progress line on stderr and a results table, or the result JSON — same keys
-as ``vllm bench serve`` plus a ``tunelab`` block — with ``--json`` or
-``--output``. Exit status: 0 when requests completed, 1 when every request
-failed or the run was stopped (its deadline passed, or requests kept failing:
-tuner.bench.run_limits), 2 for input tunelab cannot use (bad workload,
-unreachable server). Whatever the server answers, the user sees one line
-naming the server's problem, never a traceback.
+The load generator the TUI's trials use too (tuner.bench.runner), run through
+the lab (tuner.lab.bench.measure), with a Rich live progress line on stderr
+and a results table, or the result JSON — same keys as ``vllm bench serve``
+plus a ``tunelab`` block — with ``--json`` or ``--output``. Exit status: 0
+when requests completed, 1 when every request failed or the run was stopped
+(its deadline passed, or requests kept failing: tuner.bench.run_limits), 2 for
+input tunelab cannot use (bad workload, unreachable server). Whatever the
+server answers, the user sees one line naming the server's problem, never a
+traceback.
 """
 
 from __future__ import annotations
@@ -24,14 +25,15 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from tuner.bench.errors import BenchError
 from tuner.bench.run_limits import DEFAULT_MAX_CONSECUTIVE_FAILURES, BenchStopped, GuardOptionError
-from tuner.bench.runner import BenchError, run_benchmark
 from tuner.bench.text import clean as _clean
 from tuner.bench.text import shown
 from tuner.bench.workload import Workload, WorkloadError
 from tuner.cli import bench_options as bo
 from tuner.cli.options import DEFAULT_INPUT_LEN, DEFAULT_NUM_PROMPTS, DEFAULT_OUTPUT_LEN
 from tuner.errors import with_fix
+from tuner.lab.bench import measure
 from tuner.lab.workload import BY_NAME, parse_field
 
 if TYPE_CHECKING:
@@ -216,7 +218,7 @@ def _measure(
     *,
     live: bool,
 ) -> BenchResult:
-    """Runs the benchmark (tuner.bench.runner) with the live line on stderr unless ``--json``.
+    """Runs the benchmark (tuner.lab.bench.measure) with the live line on stderr unless ``--json``.
 
     A stopped run (deadline, repeated failures) exits 1 with its reason; a
     server or workload tunelab cannot use exits 2.
@@ -224,7 +226,7 @@ def _measure(
     with _LiveProgress(enabled=live) as progress:
         try:
             return asyncio.run(
-                run_benchmark(
+                measure(
                     url,
                     model,
                     workload,

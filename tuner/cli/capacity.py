@@ -13,33 +13,30 @@ Exit status: 0 when a capacity was measured, 1 when no launch measured one,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import partial
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from tuner.cli import options as opt
-from tuner.cli import study_session
 from tuner.cli.safe_text import markup
+from tuner.cli.study_options import CapacityStudyOpt, ConfidenceOpt, VerboseOpt
 from tuner.cli.study_output import dump
-from tuner.errors import with_fix
+from tuner.cli.study_session import Session, run_study
+from tuner.errors import TunelabError, with_fix
+from tuner.guard.settings import GuardSettings
 from tuner.lab import capacity as lab_capacity
 from tuner.lab import config as lab_config
+from tuner.lab import plan_input
 from tuner.lab.limits import MAX_LAUNCHES, MAX_PROBES
-from tuner.studies.capacity import CapacityAB, CapacityError, Grid
-from tuner.studies.capacity_run import run_capacity, run_capacity_ab
-from tuner.studies.capacity_sweep import CapacitySweep, run_capacity_sweep
-from tuner.studies.slo import SLOError, parse_slo
-from tuner.studies.space import Param, SpaceError, parse_param
+from tuner.lab.plans import CapacityPlan, Hooks
 
 if TYPE_CHECKING:
-    from tuner.bench.workload import Workload
     from tuner.config import EngineConfig
-    from tuner.studies.capacity import CapacityReport, LaunchCapacity
-    from tuner.studies.slo import SLO
+    from tuner.lab.plan_input import Param
+    from tuner.studies.capacity import CapacityAB, CapacityReport, LaunchCapacity
+    from tuner.studies.capacity_sweep import CapacitySweep
 
 SloOpt = Annotated[
     str,
@@ -98,27 +95,6 @@ SweepOpt = Annotated[
 BPresetOpt = Annotated[
     str | None, typer.Option("--b-preset", help="Capacity A/B: arm B starts from this preset.")
 ]
-ConfidenceOpt = Annotated[float, typer.Option("--confidence", min=0.5, max=0.999)]
-StudyOpt = Annotated[
-    str | None, typer.Option("--study", help="Study name (default capacity-<time>).")
-]
-VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Engine log lines.")]
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """What a capacity command runs: the config(s), workload, SLO, grid and counts."""
-
-    a: EngineConfig
-    b: EngineConfig | None
-    sweep: Param | None
-    base: Workload
-    slo: SLO
-    grid: Grid
-    launches: int
-    probes: int
-    study: str | None
-    confidence: float
 
 
 def register(app: typer.Typer) -> None:
@@ -148,7 +124,7 @@ def capacity_command(
     warmup: opt.WarmupOpt = opt.DEFAULT_WARMUP,
     seed: opt.SeedOpt = 0,
     confidence: ConfidenceOpt = 0.95,
-    study: StudyOpt = None,
+    study: CapacityStudyOpt = None,
     startup_timeout: opt.StartupTimeoutOpt = 600.0,
     store_path: opt.StoreOpt = None,
     verbose: VerboseOpt = False,
@@ -157,10 +133,9 @@ def capacity_command(
     """Capacity under an SLO: the largest concurrency (or rate) meeting it, over N launches."""
     opt.grant_consent(allow_code, allow_env)
     try:
-        target = parse_slo(slo)
+        target = plan_input.slo(slo)
         grid = lab_capacity.grid(by, start=start, limit=limit, step=step)
-        lab_capacity.check_plan(grid, launches=launches, probes=probes)
-    except (SLOError, CapacityError) as exc:
+    except TunelabError as exc:
         raise opt.usage_error("capacity", with_fix(exc)) from None
     # The SLO's goodput bounds on each request come from the one owner the TUI uses too.
     base = lab_capacity.probe_base(
@@ -176,8 +151,6 @@ def capacity_command(
     )
     config = opt.make_config("capacity", preset, model, set_items)
     other = None
-    if sweep is not None and (b_set or b_preset):
-        raise opt.usage_error("capacity", "--sweep and --b-set/--b-preset: choose one")
     if b_set or b_preset:
         other = _arm_b(b_preset or preset, model, set_items, b_set or [])
     swept = _sweep_param(sweep) if sweep is not None else None
@@ -186,8 +159,25 @@ def capacity_command(
             lab_config.enforce_params(config, [swept])
         except lab_config.ConfigInputError as exc:
             raise opt.user_error("capacity", exc) from None
-    plan = _Plan(config, other, swept, base, target, grid, launches, probes, study, confidence)
-    _finish(_run(plan, store_path, startup_timeout, verbose, as_json), as_json)
+    try:
+        plan = CapacityPlan(
+            config,
+            base,
+            target,
+            grid,
+            study,
+            b=other,
+            sweep=swept,
+            launches=launches,
+            probes=probes,
+            confidence=confidence,
+        )
+    except TunelabError as exc:
+        raise opt.usage_error("capacity", with_fix(exc)) from None
+    # `capacity` has no guard options: its probes run the default output guard.
+    session = Session("capacity", store_path, startup_timeout, verbose, GuardSettings())
+    hooks = Hooks(on_launch=None if as_json else _print_arm_launch)
+    _finish(run_study(session, plan, hooks=hooks), plan, as_json)
 
 
 def _arm_b(
@@ -207,76 +197,36 @@ def _arm_b(
 def _sweep_param(text: str) -> Param:
     """``KEY=V1,V2,...`` as a swept knob with its values checked (usage error otherwise)."""
     try:
-        param = parse_param(text)
-        param.values()
-    except SpaceError as exc:
+        return plan_input.swept_values(text)
+    except TunelabError as exc:
         raise opt.usage_error("capacity", f"--sweep: {with_fix(exc)}") from None
-    if param.kind != "categorical":
-        raise opt.usage_error(
-            "capacity", f"--sweep takes listed values (KEY=V1,V2,...), not a range: {text!r}"
-        )
-    if len(param.values()) < 2:
-        raise opt.usage_error(
-            "capacity", f"--sweep needs two or more values of {param.key}: {param.key}=V1,V2"
-        )
-    return param
 
 
-def _run(
-    plan: _Plan, store_path: str | None, startup_timeout: float, verbose: bool, quiet: bool
-) -> CapacityReport | CapacityAB | CapacitySweep:
-    """Runs the capacity study (or capacity A/B or sweep) with the study progress display."""
-    arms = 2 if plan.b is not None else len(plan.sweep.values()) if plan.sweep else 1
-    kwargs: dict[str, Any] = {
-        "launches": plan.launches,
-        "probes": plan.probes,
-        "study": plan.study,
-        "confidence": plan.confidence,
-    }
-    total = arms * plan.launches * plan.probes
-    try:
-        with study_session.study_runner(
-            "capacity",
-            store_path,
-            "capacity",
-            total,
-            verbose=verbose,
-            startup_timeout=startup_timeout,
-        ) as (_, runner):
-            if plan.sweep is not None:
-                key, values = plan.sweep.key, list(plan.sweep.values())
-                sweep = partial(
-                    run_capacity_sweep, plan.a, key, values, plan.base, plan.slo, plan.grid, runner
-                )
-                kwargs["on_launch"] = None if quiet else _print_arm_launch
-                return study_session.run_async("capacity", lambda: sweep(**kwargs))
-            if plan.b is None:
-                one = partial(run_capacity, plan.a, plan.base, plan.slo, plan.grid, runner)
-                kwargs["on_launch"] = None if quiet else _print_launch
-                return study_session.run_async("capacity", lambda: one(**kwargs))
-            ab = partial(run_capacity_ab, plan.a, plan.b, plan.base, plan.slo, plan.grid, runner)
-            kwargs["on_launch"] = None if quiet else _print_arm_launch
-            return study_session.run_async("capacity", lambda: ab(**kwargs))
-    except CapacityError as exc:
-        typer.echo(f"tunelab capacity: {with_fix(exc)}", err=True)
-        raise typer.Exit(exc.exit_code) from None
-
-
-def _finish(report: CapacityReport | CapacityAB | CapacitySweep, as_json: bool) -> None:
-    """Prints the report; exit 1 when nothing (or an arm) measured no capacity."""
-    if isinstance(report, CapacitySweep):
-        _finish_sweep(report, as_json)
+def _finish(
+    report: CapacityReport | CapacityAB | CapacitySweep, plan: CapacityPlan, as_json: bool
+) -> None:
+    """Prints the report (its shape is the plan's: a sweep, an A/B or one config); exit 1
+    when nothing (or an arm) measured no capacity."""
+    if plan.sweep is not None:
+        _finish_sweep(cast("CapacitySweep", report), as_json)
         return
+    if plan.b is not None:
+        both = cast("CapacityAB", report)
+        if as_json:
+            typer.echo(dump(both.to_dict()))
+        else:
+            print_capacity(both.a, "A")
+            print_capacity(both.b, "B")
+            typer.echo(both.summary())
+        if both.comparison is None:
+            raise typer.Exit(1)
+        return
+    one = cast("CapacityReport", report)
     if as_json:
-        typer.echo(dump(report.to_dict()))
-    elif isinstance(report, CapacityAB):
-        print_capacity(report.a, "A")
-        print_capacity(report.b, "B")
-        typer.echo(report.summary())
+        typer.echo(dump(one.to_dict()))
     else:
-        print_capacity(report)
-    measured = report.comparison if isinstance(report, CapacityAB) else report.interval
-    if measured is None:
+        print_capacity(one)
+    if one.interval is None:
         raise typer.Exit(1)
 
 
@@ -314,7 +264,9 @@ def _print_launch(answer: LaunchCapacity) -> None:
 
 
 def _print_arm_launch(arm: str, answer: LaunchCapacity) -> None:
-    typer.echo(f"{'arm ' if len(arm) == 1 else ''}{arm}, ", err=True, nl=False)
+    """A launch's line, after its arm (A/B) or value (sweep) when the study has several."""
+    if arm:
+        typer.echo(f"{'arm ' if len(arm) == 1 else ''}{arm}, ", err=True, nl=False)
     _print_launch(answer)
 
 

@@ -3,8 +3,9 @@
 The config comes from a preset, ``--model`` and ``--set KEY=VALUE`` items;
 the target is the installed vLLM (introspected in a subprocess) unless
 ``--vllm-version``/``--platform`` name another machine, so a ROCm preset can
-be checked on a laptop. Findings print grouped by severity (or as JSON); the
-exit status is 1 when any finding is an error and 2 for input tunelab cannot
+be checked on a laptop. The findings are :func:`tuner.lab.checks.rules_findings`'s,
+the call the TUI's findings panel makes too; they print grouped by severity (or as
+JSON); the exit status is 1 when any finding is an error and 2 for input tunelab cannot
 use, so scripts can gate a launch on it.
 """
 
@@ -23,11 +24,10 @@ from tuner.cli.safe_text import markup as escape
 from tuner.knobs.gpus import GpuNameError, lookup
 from tuner.knobs.versions import parse_version
 from tuner.lab import config as lab_config
-from tuner.lab.checks import blocks_run
+from tuner.lab.checks import blocks_run, rules_findings
 from tuner.lab.target import for_check
 from tuner.lab.workload import shape_for_check
 from tuner.model import ModelError, analyze
-from tuner.rules import check
 
 if TYPE_CHECKING:
     from tuner.config import EngineConfig
@@ -84,7 +84,7 @@ def check_command(
     if model_note:
         notes.append(model_note)
     workload = _workload(loaded, concurrency, input_len, output_len, goal.value if goal else None)
-    findings = check(config, info, target, workload)
+    findings = rules_findings(config, info, target, workload)
     if validate and not blocks_run([f for f in findings if f.rule == "policy"]):
         from tuner.vllm_validate import validate as ask_vllm  # a subprocess: only when asked
 

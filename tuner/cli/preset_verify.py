@@ -22,17 +22,17 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from tuner.bench.datasets import check_dataset
-from tuner.bench.workload import Workload, WorkloadError
 from tuner.cli import options as opt
-from tuner.cli import study_session
 from tuner.cli.study_input import parse_fraction
-from tuner.cli.study_options import GpusOpt, VerboseOpt
+from tuner.cli.study_options import ConfidenceOpt, GpusOpt, VerboseOpt, VerifyStudyOpt
 from tuner.cli.study_output import dump
+from tuner.cli.study_session import Session, run_study
 from tuner.environment import differences_from_preset
+from tuner.errors import TunelabError
+from tuner.guard.settings import GuardSettings
 from tuner.lab import config as lab_config
 from tuner.lab.limits import MAX_REPEATS
-from tuner.studies.verify import VerifyError, reference_of, run_verify
+from tuner.lab.plans import VerifyPlan
 
 if TYPE_CHECKING:
     from tuner.studies.verify import VerifyReport
@@ -54,13 +54,11 @@ def verify_command(
             "significant regression fails).",
         ),
     ] = "0%",
-    confidence: Annotated[float, typer.Option("--confidence", min=0.5, max=0.999)] = 0.95,
+    confidence: ConfidenceOpt = 0.95,
     allow_code: opt.AllowCodeOpt = False,
     allow_env: opt.AllowEnvOpt = None,
     gpus: GpusOpt = None,
-    study: Annotated[
-        str | None, typer.Option("--study", help="Study name (default verify-<time>).")
-    ] = None,
+    study: VerifyStudyOpt = None,
     startup_timeout: opt.StartupTimeoutOpt = 600.0,
     store_path: opt.StoreOpt = None,
     verbose: VerboseOpt = False,
@@ -73,42 +71,18 @@ def verify_command(
         margin = parse_fraction("presets verify", "--tolerance", tolerance) or 0.0
     try:
         preset = lab_config.load(file).preset
-        reference = reference_of(preset.results)
-        if not preset.workload:
-            raise VerifyError(
-                "the preset has no [workload]: nothing says what to re-run",
-                fix="export the preset from a finished trial (`tunelab export TRIAL`)",
-            )
-        workload = Workload.from_dict(preset.workload)
-        # A dataset the [workload] names is read (bounded) and checked before any engine starts.
-        check_dataset(workload)
-    except (lab_config.ConfigInputError, VerifyError, WorkloadError) as exc:
-        raise opt.user_error("presets verify", exc) from None
-    environment = _environment_differences(preset)
-    with study_session.study_runner(
-        "presets verify",
-        store_path,
-        "verify",
-        repeats,
-        verbose=verbose,
-        startup_timeout=startup_timeout,
-        prepare=lambda runner: study_session.use_gpus("presets verify", runner, gpus),
-    ) as (_, runner):
-        report = study_session.run_async(
-            "presets verify",
-            lambda: run_verify(
-                preset.name,
-                preset.config,
-                workload,
-                reference,
-                runner,
-                repeats=repeats,
-                confidence=confidence,
-                tolerance=margin,
-                study=study,
-                environment=environment,
-            ),
+        plan = VerifyPlan.of_preset(
+            preset,
+            study,
+            repeats=repeats,
+            confidence=confidence,
+            tolerance=margin,
+            environment=tuple(_environment_differences(preset)),
         )
+    except TunelabError as exc:
+        raise opt.user_error("presets verify", exc) from None
+    session = Session("presets verify", store_path, startup_timeout, verbose, GuardSettings())
+    report = run_study(session, plan, gpus=gpus)
     if as_json:
         typer.echo(dump(report.to_dict()))
     else:

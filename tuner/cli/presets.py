@@ -2,7 +2,8 @@
 
 ``check`` is what a user runs on a preset someone sent them: schema
 validation first (every problem with its key, line and fix), then the rules
-engine against the preset's own target (vLLM version, platform, GPU count;
+(:func:`tuner.lab.checks.rules_findings`, as ``tunelab check`` and the TUI ask
+them) against the preset's own target (vLLM version, platform, GPU count;
 ``--vllm-version``/``--platform`` override it), and, when the installed vLLM
 differs from that target, what changes there: knobs that do not exist or have
 no effect on the installed vLLM, and findings that appear only there. Exit
@@ -30,9 +31,9 @@ from tuner.export.validate import validate_text
 from tuner.introspect import IntrospectError, introspect
 from tuner.knobs.gpus import from_telemetry_name
 from tuner.knobs.versions import parse_version
-from tuner.lab.checks import blocks_run
+from tuner.lab.checks import blocks_run, rules_findings
 from tuner.model import ModelError, analyze
-from tuner.rules import Target, WorkloadShape, check
+from tuner.rules import Target, WorkloadShape
 from tuner.rules import Target as RulesTarget
 
 if TYPE_CHECKING:
@@ -274,7 +275,7 @@ def _rules(preset: Preset, model: Any, target: Target) -> list[Finding]:
     stored = preset.workload or {}
     fields = ("input_len", "output_len", "concurrency", "goal")
     workload = WorkloadShape(**{k: stored.get(k) for k in fields}) if stored else None
-    return check(preset.config, model, target, workload)
+    return rules_findings(preset.config, model, target, workload)
 
 
 def _installed_differences(

@@ -20,6 +20,7 @@ import typer
 
 from tuner.cli import options as opt
 from tuner.cli import study_session
+from tuner.cli.study_options import VerboseOpt
 from tuner.cli.study_output import jsonable
 from tuner.cli.trial_progress import TrialProgressDisplay
 from tuner.cli.trials import print_trial
@@ -58,9 +59,7 @@ def run_command(
     ] = "output_throughput",
     startup_timeout: opt.StartupTimeoutOpt = 600.0,
     store_path: opt.StoreOpt = None,
-    verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Also print the engine's log lines.")
-    ] = False,
+    verbose: VerboseOpt = False,
     as_json: opt.JsonOpt = False,
     guard_prompts: opt.GuardPromptsOpt = None,
     guard_tokens: opt.GuardTokensOpt = None,

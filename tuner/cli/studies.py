@@ -17,8 +17,7 @@ Exit status: 0 when the study ran, 1 when it produced no usable measurement,
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import typer
@@ -65,33 +64,25 @@ from tuner.cli.study_output import (
     print_search,
     print_sweep,
 )
-from tuner.cli.study_session import Session, emit, run_study, use_gpus
+from tuner.cli.study_session import Session, emit, run_study
 from tuner.cli.study_winner import winner_command
+from tuner.errors import TunelabError
 from tuner.lab import capacity as lab_capacity
 from tuner.lab import config as lab_config
+from tuner.lab import plan_input
+from tuner.lab.plan_input import CAPACITY
+from tuner.lab.plans import ABPlan, CapacitySearchPlan, SearchPlan, SweepPlan
 from tuner.lab.study import Study
-from tuner.studies.ab import ABError, run_ab
-from tuner.studies.capacity import CapacityError
-from tuner.studies.search import SearchError, objectives_for, run_search
-from tuner.studies.sequential import Spending
-from tuner.studies.slo import SLOError, check_constraint
-from tuner.studies.space import WORKLOAD_KEYS, Space, SpaceError, load_space, parse_param
-from tuner.studies.sweep import SweepError, run_sweep
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tuner.bench.workload import Workload
     from tuner.config import EngineConfig
+    from tuner.lab.plan_input import Constraint, Param, Space
     from tuner.studies.ab import ABReport
-    from tuner.studies.executor import TrialRunner
     from tuner.studies.slo import SLO
-    from tuner.studies.space import Constraint, Param
     from tuner.trials.guard_check import ArmsGuard
     from tuner.trials.store import TrialStore
-
-# `tune --objective capacity`: each point is one capacity launch (tuner.studies.capacity_search).
-CAPACITY = "capacity"
 
 
 def register(app: typer.Typer) -> None:
@@ -103,28 +94,6 @@ def register(app: typer.Typer) -> None:
 
 
 # -- ab ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class _ABDesign:
-    """How the A/B is run and judged (its options, passed to tuner.studies.ab.run_ab)."""
-
-    repeats: int
-    order: str
-    objective: str
-    confidence: float
-    min_effect: float
-    max_repeats: int | None
-    equivalence: float | None
-    spending: str = "pocock"
-
-    def planned(self) -> int:
-        """Launches the progress bar expects: the sequential maximum, else the fixed repeats.
-
-        tuner.studies.ab's sequential design allows 6 launches per arm when only
-        ``--equivalence`` is given.
-        """
-        return 2 * (self.max_repeats or (6 if self.equivalence is not None else self.repeats))
-
-
 def ab_command(
     a_set: ASetOpt = None,
     b_set: BSetOpt = None,
@@ -165,8 +134,6 @@ def ab_command(
     if report_only:
         _print_stored_ab(study, store_path, as_json)
         return
-    if order not in ("abba", "abab"):
-        raise opt.usage_error("ab", f"--order must be abba or abab, not {order!r}")
     _, goodput = split_slo("ab", slo)
     wl = opt.WorkloadArgs(
         input_len, output_len, num_prompts, concurrency, request_rate, warmup, seed
@@ -174,14 +141,26 @@ def ab_command(
     workload = wl.build("ab", goodput)
     a, b = _ab_arms(a_preset, b_preset, model, a_set, b_set)
     margin = parse_fraction("ab", "--equivalence", equivalence)
-    if spending not in ("pocock", "obf", "front"):
-        raise opt.usage_error("ab", f"--spending must be pocock, obf or front, not {spending!r}")
-    design = _ABDesign(
-        repeats, order, objective, confidence, min_effect, max_repeats, margin, spending
-    )
+    try:
+        plan = ABPlan(
+            a,
+            b,
+            workload,
+            study,
+            repeats=repeats,
+            order=order,
+            objective=objective,
+            confidence=confidence,
+            min_effect=min_effect,
+            max_repeats=max_repeats,
+            equivalence=margin,
+            spending=spending,
+        )
+    except TunelabError as exc:
+        raise opt.usage_error("ab", exc.message) from None
     guard = opt.GuardArgs(no_guard, guard_prompts, guard_tokens).settings("ab")
     session = Session("ab", store_path, startup_timeout, verbose, guard)
-    report, arms = _run_ab(session, design, a, b, workload, study, gpus)
+    report, arms = _run_ab(session, plan, gpus)
     _print_ab_report(report, arms, as_json)
     row = report.objective_row
     if row is None or row.a.n < 1 or row.b.n < 1:
@@ -209,15 +188,7 @@ def _ab_arms(
     return a, b
 
 
-def _run_ab(
-    session: Session,
-    design: _ABDesign,
-    a: EngineConfig,
-    b: EngineConfig,
-    workload: Workload,
-    study: str | None,
-    gpus: str | None,
-) -> tuple[ABReport, ArmsGuard]:
+def _run_ab(session: Session, plan: ABPlan, gpus: str | None) -> tuple[ABReport, ArmsGuard]:
     """Runs the A/B and keeps which trials it ran as the study's last A/B (tuner.lab.study).
 
     Returns the report and the output guard's verdict on its arms (read while the
@@ -229,34 +200,7 @@ def _run_ab(
         Study(store, report.study).remember_ab(report)
         guards.append(ab_guard_of(store, report))
 
-    def start(runner: TrialRunner) -> Awaitable[ABReport]:
-        return run_ab(
-            a,
-            b,
-            workload,
-            runner,
-            repeats=design.repeats,
-            order=design.order,  # type: ignore[arg-type]
-            study=study,
-            objective=design.objective,
-            confidence=design.confidence,
-            min_rel_effect=design.min_effect,
-            max_repeats=design.max_repeats,
-            equivalence=design.equivalence,
-            spending=Spending(design.spending),
-            # The front-loaded design's boundaries are computed for the pooled t (sequential.py).
-            pooled=design.spending == "front",
-        )
-
-    report = run_study(
-        session,
-        "A/B",
-        design.planned(),
-        start,
-        (ABError,),
-        prepare=lambda runner: use_gpus("ab", runner, gpus),
-        keep=keep,
-    )
+    report = run_study(session, plan, gpus=gpus, keep=keep)
     return report, guards[0]
 
 
@@ -318,7 +262,10 @@ def sweep_command(
 ) -> None:
     """Sweep one knob over values (rest fixed); --descent moves on knob by knob keeping the best."""
     opt.grant_consent(allow_code, allow_env)
-    params = _sweep_params(spec, descent)
+    try:
+        params = plan_input.sweep_params(spec, descent or [])
+    except TunelabError as exc:
+        raise opt.usage_error("sweep", str(exc)) from None
     constraints, goodput = split_slo("sweep", slo)
     wl = opt.WorkloadArgs(
         input_len, output_len, num_prompts, concurrency, request_rate, warmup, seed
@@ -328,50 +275,28 @@ def sweep_command(
     _refuse_points("sweep", base, params)
     guard = opt.GuardArgs(no_guard, guard_prompts, guard_tokens).settings("sweep")
     session = Session("sweep", store_path, startup_timeout, verbose, guard)
-    planned = sum(len(p.values()) for p in params) * repeats
-    report = run_study(
-        session,
-        "sweep",
-        planned,
-        lambda runner: run_sweep(
-            base,
-            workload,
-            params,
-            runner,
-            repeats=repeats,
-            constraints=constraints,
-            objective=objective,
-            study=study,
-            prune=not no_prune,
-        ),
-        (SweepError, SpaceError),
-        prepare=lambda runner: use_gpus("sweep", runner, gpus),
+    plan = SweepPlan(
+        base,
+        workload,
+        params,
+        study,
+        repeats=repeats,
+        constraints=tuple(constraints),
+        objective=objective,
+        prune=not no_prune,
     )
+    report = run_study(session, plan, gpus=gpus)
     emit(report, as_json, lambda r: r.to_dict(), print_sweep)
     if report.best_trial is None:
         raise typer.Exit(1)
 
 
-def _refuse_points(command: str, base: EngineConfig, params: list[Param]) -> None:
+def _refuse_points(command: str, base: EngineConfig, params: Sequence[Param]) -> None:
     """Exit 2 before any trial when the policy refuses a value the study would run."""
     try:
         lab_config.enforce_params(base, params)
     except lab_config.ConfigInputError as exc:
         raise opt.user_error(command, exc) from None
-
-
-def _sweep_params(spec: str, descent: list[str] | None) -> list[Param]:
-    """The swept knob and the --descent ones (tuner.studies.space), each knob once."""
-    try:
-        params = [parse_param(spec), *(parse_param(d) for d in descent or [])]
-        for p in params:
-            p.values()  # a range that cannot be listed is refused here, before any trial
-    except SpaceError as exc:
-        raise opt.usage_error("sweep", str(exc)) from None
-    keys = [p.key for p in params]
-    if len(set(keys)) != len(keys):
-        raise opt.usage_error("sweep", f"a knob is listed twice: {', '.join(keys)}")
-    return params
 
 
 # -- tune -------------------------------------------------------------------------------
@@ -416,74 +341,35 @@ def tune_command(
     )
     workload = wl.build("tune", goodput)
     base = opt.make_config("tune", preset, model, set_items)
-    fixed = {k: v for k, v in space.fixed.items() if k not in WORKLOAD_KEYS}
+    fixed = plan_input.without_workload_keys(space.fixed)
     _refuse_points("tune", base.with_values(fixed), space.params)
     guard = opt.GuardArgs(no_guard, guard_prompts, guard_tokens).settings("tune")
     session = Session("tune", store_path, startup_timeout, verbose, guard)
     if objective == CAPACITY:
         target = capacity_slo(constraints)
-        _tune_capacity(
-            session, base, workload, space, target, trials, study, storage, seed, as_json
+        found = run_study(
+            session,
+            CapacitySearchPlan(base, workload, space, target, trials, study, storage, seed),
         )
+        emit(found, as_json, lambda r: r.to_dict(), print_capacity_search)
+        if found.measured == 0:
+            raise typer.Exit(1)
         return
-    report = run_study(
-        session,
-        f"tune {study}",
+    plan = SearchPlan(
+        base,
+        workload,
+        space,
         trials,
-        lambda runner: run_search(
-            base,
-            workload,
-            space,
-            runner,
-            n_trials=trials,
-            study=study,
-            storage=storage,
-            mode=objective,  # type: ignore[arg-type]
-            latency_metric=latency_metric,
-            seed=seed,
-            prune=not no_prune,
-        ),
-        (SearchError, SpaceError),
-        prepare=lambda runner: use_gpus("tune", runner, gpus),
-        skips_extra=True,
+        study,
+        storage,
+        mode=objective,
+        latency_metric=latency_metric,
+        seed=seed,
+        prune=not no_prune,
     )
+    report = run_study(session, plan, gpus=gpus)
     emit(report, as_json, lambda r: r.to_dict(), print_search)
     if report.measured == 0:
-        raise typer.Exit(1)
-
-
-def _tune_capacity(
-    session: Session,
-    base: EngineConfig,
-    workload: Workload,
-    space: Space,
-    target: SLO,
-    trials: int,
-    study: str,
-    storage: str | None,
-    seed: int | None,
-    as_json: bool,
-) -> None:
-    """``tune --objective capacity``: one capacity launch per Optuna point; exit 1 if none measured."""
-    found = run_study(
-        session,
-        f"tune {study} (capacity)",
-        trials * lab_capacity.PROBES,
-        lambda runner: lab_capacity.search(
-            base,
-            workload,
-            space,
-            target,
-            runner,
-            n_trials=trials,
-            study=study,
-            storage=storage,
-            seed=seed,
-        ),
-        (SearchError, SpaceError, CapacityError),
-    )
-    emit(found, as_json, lambda r: r.to_dict(), print_capacity_search)
-    if found.measured == 0:
         raise typer.Exit(1)
 
 
@@ -506,28 +392,11 @@ def _tune_space(
     param: list[str] | None,
     constraints: list[Constraint],
 ) -> Space:
-    """The search space (file, then --param, then --slo bounds); the objective checked by
-    tuner.studies.search before any trial."""
-    if objective not in ("throughput", "latency", "pareto", CAPACITY):
-        raise opt.usage_error(
-            "tune",
-            f"--objective must be throughput, latency, pareto or capacity, not {objective!r}",
-        )
-    if space_file is None and not param:
-        raise opt.usage_error(
-            "tune", "nothing to search: give --space FILE or --param KEY=V1,V2,..."
-        )
+    """The search space (file, then --param, then --slo bounds; tuner.lab.plan_input), the
+    objective checked before any trial."""
     try:
-        space = load_space(space_file) if space_file else Space()
-        for bound in space.constraints:  # a file's bounds meet the checks --slo's do
-            check_constraint(bound)
-        extra = [parse_param(p) for p in param or []]
-        if objective == CAPACITY:  # the --slo bounds are the capacity's SLO, not constraints
-            return Space([*space.params, *extra], list(space.constraints), dict(space.fixed))
-        space = Space(
-            [*space.params, *extra], [*space.constraints, *constraints], dict(space.fixed)
+        return plan_input.tune_space(
+            objective, latency_metric, space_file, param or [], constraints
         )
-        objectives_for(objective, latency_metric)  # type: ignore[arg-type]
-    except (SpaceError, SearchError, SLOError) as exc:
+    except TunelabError as exc:
         raise opt.usage_error("tune", f"{exc} ({exc.fix})" if exc.fix else str(exc)) from None
-    return space

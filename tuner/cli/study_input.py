@@ -1,7 +1,7 @@
 """How the study commands read ``--slo`` and percentages: text in, typed values out.
 
 ``--slo`` takes two forms: ``METRIC<=VALUE`` (a constraint on a result key,
-parsed by tuner.studies.space and checked by tuner.studies.slo) and ``KEY:MS`` (a goodput objective of the
+read by tuner.lab.plan_input, as the TUI reads it) and ``KEY:MS`` (a goodput objective of the
 workload, parsed with the other workload options by tuner.lab.workload).
 Bad text ends the command with status 2 and one line saying what to write.
 """
@@ -11,13 +11,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tuner.cli import options as opt
+from tuner.errors import TunelabError
+from tuner.lab import plan_input
 from tuner.lab.values import ValueTextError
 from tuner.lab.values import parse_fraction as parse
-from tuner.studies.slo import SLOError, check_constraint
-from tuner.studies.space import SpaceError, parse_constraint
 
 if TYPE_CHECKING:
-    from tuner.studies.space import Constraint
+    from tuner.lab.plan_input import Constraint
 
 
 def split_slo(command: str, items: list[str] | None) -> tuple[list[Constraint], str | None]:
@@ -27,10 +27,8 @@ def split_slo(command: str, items: list[str] | None) -> tuple[list[Constraint], 
     for item in items or []:
         if any(op in item for op in ("<", ">")):
             try:
-                constraints.append(check_constraint(parse_constraint(item)))
-            except SpaceError as exc:
-                raise opt.usage_error(command, str(exc)) from None
-            except SLOError as exc:  # an unknown metric, a non-finite bound
+                constraints.append(plan_input.constraint(item))
+            except TunelabError as exc:  # bad syntax, an unknown metric, a non-finite bound
                 raise opt.user_error(command, exc) from None
         elif ":" in item:
             goodput.append(item)

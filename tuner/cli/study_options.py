@@ -78,7 +78,17 @@ MinEffectOpt = Annotated[
     float,
     typer.Option("--min-effect", min=0.0, help="Smallest relative gain that counts (0.02 = 2%)."),
 ]
-AbStudyOpt = Annotated[str | None, typer.Option("--study", help="Study name (default ab-<time>).")]
+
+
+def _study_name(kind: str) -> typer.models.OptionInfo:
+    """``--study`` of a study command whose default name is ``<kind>-<time>`` (tuner.lab.plans)."""
+    return typer.Option("--study", help=f"Study name (default {kind}-<time>).")
+
+
+AbStudyOpt = Annotated[str | None, _study_name("ab")]
+CapacityStudyOpt = Annotated[str | None, _study_name("capacity")]
+VerifyStudyOpt = Annotated[str | None, _study_name("verify")]
+AblateStudyOpt = Annotated[str | None, _study_name("ablate")]
 ReportOnlyOpt = Annotated[
     bool,
     typer.Option(
@@ -98,9 +108,7 @@ DescentOpt = Annotated[
         "--descent", help="More KEY=V1,V2,... for coordinate descent, in order (repeatable)."
     ),
 ]
-SweepStudyOpt = Annotated[
-    str | None, typer.Option("--study", help="Study name (default sweep-<time>).")
-]
+SweepStudyOpt = Annotated[str | None, _study_name("sweep")]
 
 # -- tune ---------------------------------------------------------------------------
 TrialsOpt = Annotated[

@@ -17,8 +17,7 @@ from rich.table import Table
 
 from tuner.cli.safe_text import markup
 from tuner.cli.trial_progress import TrialProgressDisplay, clock
-from tuner.studies.pruning import is_pruned
-from tuner.studies.stats import Verdict, format_relative
+from tuner.lab.reports import Verdict, format_relative, is_pruned
 from tuner.trials.events import StudyStatus, TrialDone, TrialFailed, TrialPruned, TrialSkipped
 
 if TYPE_CHECKING:

@@ -1,10 +1,12 @@
 """How every study command runs: its store, progress display, trial runner and asyncio loop.
 
 ``tunelab ab``/``sweep``/``tune`` (tuner.cli.studies), ``capacity``,
-``ablate`` and ``presets verify`` each run their study inside
-:func:`study_runner` (the store, tuner.cli.study_output's progress display and
-the runner drawing on both) and :func:`run_async` (SIGTERM and Ctrl-C cancel
-the study: the engine is stopped and the running trial marked interrupted).
+``ablate``, ``presets verify`` and the TUI's service jobs each build a plan
+(tuner.lab.plans) and hand it to :func:`run_study`: the store,
+tuner.cli.study_output's progress display, the node's runner drawing on both,
+and :func:`run_async` (SIGTERM and Ctrl-C cancel the study: the engine is
+stopped and the running trial marked interrupted) around
+:func:`tuner.lab.execute.execute`.
 :func:`make_runner` is the one place the runner is built, so the tests'
 engine doubles replace it here (tests/support/study_cli.py).
 """
@@ -22,13 +24,15 @@ import typer
 
 from tuner.cli import options as opt
 from tuner.cli.study_output import StudyProgress, dump
+from tuner.errors import EXIT_BAD_INPUT, TunelabError
 from tuner.lab import node
 from tuner.lab import run as lab_run
+from tuner.lab.execute import execute
 from tuner.trials.event_codec import EventWriter
-from tuner.trials.slots import SlotError, parse_gpu_list
 
 if TYPE_CHECKING:
     from tuner.guard.settings import GuardSettings
+    from tuner.lab.plans import Hooks, Plan
     from tuner.studies.executor import TrialRunner
     from tuner.trials.events import TrialEvent, TrialEventCallback
     from tuner.trials.store import TrialStore
@@ -47,11 +51,10 @@ def make_runner(
 
 
 def use_gpus(command: str, runner: TrialRunner, gpus: str | None) -> None:
-    """Restricts the runner to ``--gpus`` and finds the GPUs now, so a bad list is a usage error."""
+    """Restricts the runner to ``--gpus`` (tuner.lab.node); a bad list is a usage error."""
     try:
-        runner.gpus = parse_gpu_list(gpus) if gpus is not None else None
-        runner.pool  # noqa: B018 - resolves (and checks) the GPU list before any trial starts
-    except SlotError as exc:
+        node.use_gpus(runner, gpus)
+    except TunelabError as exc:
         raise opt.usage_error(command, str(exc)) from None
 
 
@@ -86,84 +89,58 @@ class Session:
 
 def run_study(
     session: Session,
-    title: str,
-    planned: int,
-    start: Callable[[TrialRunner], Awaitable[T]],
-    errors: tuple[type[Exception], ...],
+    plan: Plan[T],
     *,
-    prepare: Callable[[TrialRunner], None] | None = None,
+    hooks: Hooks | None = None,
+    gpus: str | None = None,
     keep: Callable[[TrialStore, T], None] | None = None,
-    skips_extra: bool = False,
+    store: TrialStore | None = None,
 ) -> T:
-    """Runs one study with the study progress display; its errors are usage errors (status 2).
+    """Runs ``plan`` (tuner.lab.execute) with the study progress display; its input errors
+    are usage errors (status 2).
 
     Args:
-        session: The command and its store, patience and verbosity.
-        title: The study bar's label.
-        planned: Trials the bar expects.
-        start: Starts the study on the runner (tuner.studies).
-        errors: The study's input errors, reported as ``tunelab COMMAND: message``.
-        prepare: Adjusts the runner before any trial starts (``--gpus``).
+        session: The command and its store, patience, verbosity and guard.
+        plan: The study, built and checked by the command (tuner.lab.plans).
+        hooks: What the command prints as the study goes (launches, knobs).
+        gpus: ``--gpus``: the GPUs the study may use (None: all visible).
         keep: Records the report in the store before it is closed.
-        skips_extra: A skipped trial does not count towards ``planned`` (search).
+        store: An open store (the command read it first and closes it); None: the
+            session's store, opened and closed here.
     """
     command = session.command
-    try:
-        with study_runner(
-            command,
-            session.store_path,
-            title,
-            planned,
+
+    def study(store: TrialStore) -> T:
+        with runner_on(
+            store,
+            plan.title,
+            plan.planned(),
             verbose=session.verbose,
             startup_timeout=session.startup_timeout,
-            skips_extra=skips_extra,
-            prepare=prepare,
-        ) as (store, runner):
+            prepare=lambda runner: use_gpus(command, runner, gpus),
+            skips_extra=plan.skips_extra,
+        ) as runner:
             # The guard goes to run_trial/run_workloads with the runner's other options
             # (tuner.lab.run.runner puts RunOptions.guard there the same way); set here,
             # not in make_runner, whose signature the tests' engine doubles replace.
             runner.options["guard"] = session.guard
-            report = run_async(command, lambda: start(runner))
+            report = run_async(command, lambda: execute(plan, runner, hooks))
             if keep is not None:
                 keep(store, report)
-    except errors as exc:
-        raise opt.usage_error(command, str(exc)) from None
-    return report
+            return report
 
-
-@contextmanager
-def study_runner(
-    command: str,
-    store_path: str | None,
-    title: str,
-    planned: int,
-    *,
-    verbose: bool,
-    startup_timeout: float,
-    prepare: Callable[[TrialRunner], None] | None = None,
-    skips_extra: bool = False,
-) -> Iterator[tuple[TrialStore, TrialRunner]]:
-    """The store, the study progress display and a trial runner drawing on it, for one study.
-
-    Every study command (ab, sweep, tune, capacity, ablate, presets verify) runs
-    inside one, or inside :func:`runner_on` when it reads its store first; the
-    store is closed however the study ends. ``prepare`` adjusts the runner
-    before any trial starts (``--gpus`` through :func:`use_gpus`).
-    """
-    store = opt.open_store(command, store_path)
     try:
-        with runner_on(
-            store,
-            title,
-            planned,
-            verbose=verbose,
-            startup_timeout=startup_timeout,
-            prepare=prepare,
-            skips_extra=skips_extra,
-        ) as runner:
-            yield store, runner
-    finally:
-        store.close()
+        if store is not None:
+            return study(store)
+        opened = opt.open_store(command, session.store_path)
+        try:
+            return study(opened)
+        finally:
+            opened.close()
+    except TunelabError as exc:
+        if exc.exit_code != EXIT_BAD_INPUT:
+            raise
+        raise opt.user_error(command, exc) from None
 
 
 @contextmanager

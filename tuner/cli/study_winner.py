@@ -1,9 +1,8 @@
 """``tunelab winner``: the best trial of a study, and what the output guard says about it.
 
-The pick is :func:`tuner.studies.winner.pick_winner`'s; with ``--require-guard
-same|close`` its candidates are first filtered by
-:func:`tuner.trials.guard_check.require_guard` against the study's baseline
-(tuner.lab.study), and the trials left out are named with why. Without it the
+The pick is :meth:`tuner.lab.study.Study.winner`'s (the TUI's owner of the
+same question); with ``--require-guard same|close`` its candidates are first
+filtered against the study's baseline, and the trials left out are named with why. Without it the
 winner is still never named without its guard verdict, so a config whose
 answers drifted is not exported unawares. Exit status: 0 with a winner, 1 when
 no trial qualifies, 2 for input tunelab cannot use.
@@ -16,7 +15,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from tuner.cli import options as opt
-from tuner.cli.guard_view import baseline_of, guard_json, winner_guard_lines
+from tuner.cli.guard_view import guard_json, winner_guard_lines
 from tuner.cli.safe_text import clean
 from tuner.cli.study_input import split_slo
 from tuner.cli.study_options import (
@@ -26,8 +25,8 @@ from tuner.cli.study_options import (
     WinnerStudyOpt,
 )
 from tuner.cli.study_output import dump, print_winner
-from tuner.studies.winner import WinnerError, pick_winner
-from tuner.trials.guard_check import guard_verdicts, require_guard
+from tuner.lab.study import Study
+from tuner.trials.guard_check import guard_verdicts
 
 if TYPE_CHECKING:
     from tuner.studies.winner import WinnerReport
@@ -58,29 +57,21 @@ def winner_command(
             if not studies:
                 raise opt.usage_error("winner", f"no trials in {store.path}; run a study first")
             study = max(studies, key=lambda s: s.last_at).name
-        trials = store.list(study)
-        baseline = baseline_of(store, study)
-    candidates = _guard_filter(trials, require, baseline)
-    try:
-        report = pick_winner(
-            candidates.kept,
-            study=study,
-            objective=objective,
-            constraints=constraints if slo else None,
+        try:
+            pick = Study(store, study).winner(
+                objective,
+                constraints if slo else None,
+                require,  # type: ignore[arg-type]
+            )
+        except ValueError as exc:  # --require-guard: not same or close
+            raise opt.usage_error("winner", f"--require-guard: {exc}") from None
+    if pick.report is None:
+        left_out = pick.candidates.note()
+        typer.echo(
+            f"tunelab winner: {pick.error}" + (f" ({left_out})" if left_out else ""), err=True
         )
-    except WinnerError as exc:
-        left_out = candidates.note()
-        typer.echo(f"tunelab winner: {exc}" + (f" ({left_out})" if left_out else ""), err=True)
-        raise typer.Exit(1) from None
-    _print_winner(report, candidates, baseline, as_json)
-
-
-def _guard_filter(trials: list[Trial], require: str | None, baseline: Trial | None) -> GuardFilter:
-    """The winner's candidates under ``--require-guard`` (tuner.trials.guard_check.require_guard)."""
-    try:
-        return require_guard(trials, require, baseline)  # type: ignore[arg-type]
-    except ValueError as exc:
-        raise opt.usage_error("winner", f"--require-guard: {exc}") from None
+        raise typer.Exit(1)
+    _print_winner(pick.report, pick.candidates, pick.baseline, as_json)
 
 
 def _print_winner(

@@ -25,6 +25,7 @@ from tuner.cli.guard_view import guard_cell, guard_json, study_guards
 from tuner.cli.safe_text import clean, markup
 from tuner.cli.study_output import jsonable
 from tuner.engine import effective
+from tuner.lab.execute import describe, stored_plans
 from tuner.lab.study import Study
 from tuner.trials.export import to_csv, to_json
 from tuner.trials.guard_check import guard_of, trial_verdict
@@ -106,6 +107,9 @@ def results_command(
             typer.echo(json.dumps(rows, indent=1))
             return
         _print_table(trials, store.path, study, guards)
+        if study is not None:
+            for plan in stored_plans(store, study).values():  # the design the study ran with
+                Console(highlight=False).print(f"design {markup(describe(plan))}")
 
 
 def _write_vllm_sweep(trials: list[Trial], out: Path, *, force: bool, as_json: bool) -> None:

@@ -2,7 +2,8 @@
 
 Hidden from the listing: users start detached work with ``tunelab jobs start``;
 this is the other way in, for the TUI's ``a`` (tuner.lab.job_spec says why the
-study travels as a file). It runs :func:`tuner.lab.run.ab` inside the same
+study travels as a file). It runs the spec's plan (:meth:`ABJobSpec.plan`, the
+A/B :func:`tuner.lab.run.ab` runs in-process) inside the same
 study session as ``tunelab ab`` (store, progress in the job's log, the job's
 event file for the TUI) and keeps the report as the study's last A/B, which is
 where any TUI reads the verdict from.
@@ -16,10 +17,8 @@ from tuner.cli.study_output import print_ab
 from tuner.cli.study_session import Session, run_study
 from tuner.guard.settings import GuardSettings
 from tuner.lab import config as lab_config
-from tuner.lab import run as lab_run
 from tuner.lab.job_spec import read_spec
 from tuner.lab.study import Study
-from tuner.studies.ab import ABError
 
 
 def run_spec(path: Path) -> None:
@@ -30,12 +29,7 @@ def run_spec(path: Path) -> None:
     session = Session("ab", spec.store_path, spec.startup_timeout, False, GuardSettings())
     report = run_study(
         session,
-        "A/B",
-        2 * spec.repeats,
-        lambda runner: lab_run.ab(
-            spec.a, spec.b, spec.workload, runner, study=spec.study, repeats=spec.repeats
-        ),
-        (ABError,),
+        spec.plan(),
         keep=lambda store, report: Study(store, spec.study).remember_ab(report),
     )
     print_ab(report)

@@ -22,6 +22,7 @@ from tuner.knobs.catalogue import GROUP_ORDER, GROUP_TITLES, KNOBS
 from tuner.knobs.types import Knob, KnobKind, Platform, ValueType
 from tuner.knobs.value_sets import VALUE_SETS, lookup, values_for
 from tuner.knobs.versions import in_range, parse_version
+from tuner.switches import switch_state
 
 __all__ = [
     "GROUP_ORDER",
@@ -47,9 +48,6 @@ __all__ = [
 ]
 
 _BY_KEY: dict[str, Knob] = {knob.key: knob for knob in KNOBS}
-
-_TRUE = frozenset({"1", "true", "yes", "on"})
-_FALSE = frozenset({"0", "false", "no", "off"})
 
 
 class AvailabilityStatus(StrEnum):
@@ -236,11 +234,9 @@ def coerce(key: str, text: str, *, allowed: Iterable[str] | None = None) -> Any:
         raise ConfigError(f"unknown knob {key!r}{hint} (`tunelab knobs` lists them all)")
     raw = text.strip()
     if knob.type is ValueType.BOOL:
-        low = raw.lower()
-        if low in _TRUE:
-            return True
-        if low in _FALSE:
-            return False
+        state = switch_state(raw)
+        if state is not None:
+            return state
         raise ConfigError(f"{knob.key} is a switch: write 1/0 (or true/false), not {text!r}")
     if knob.type is ValueType.INT:
         try:

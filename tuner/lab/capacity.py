@@ -24,12 +24,11 @@ from tuner.bench.workload import (
 from tuner.config import EngineConfig
 from tuner.lab.limits import MAX_LAUNCHES, MAX_PROBES, MAX_TRIALS, StudyLimitError
 from tuner.lab.limits import check_count as check_study_count
-from tuner.studies.capacity import By, CapacityError, CapacityReport, Grid, LaunchCapacity
+from tuner.studies.capacity import By, CapacityError, Grid
 from tuner.studies.capacity_run import (
     DEFAULT_PROBES,
     PROMPTS_PER_USER,
     SECONDS_OF_ARRIVALS,
-    run_capacity,
 )
 from tuner.studies.capacity_search import CapacitySearchReport, run_capacity_search
 from tuner.studies.slo import SLO, SLOError, parse_slo
@@ -133,40 +132,6 @@ def parse(text: str) -> SLO:
     return parse_slo(text)
 
 
-async def capacity(
-    config: EngineConfig,
-    workload: Workload,
-    slo: SLO,
-    runner: TrialRunner,
-    *,
-    study: str,
-    launches: int = LAUNCHES,
-    probes: int = PROBES,
-    on_launch: Callable[[LaunchCapacity], None] | None = None,
-    on_trial: Callable[[Trial], None] | None = None,
-) -> CapacityReport:
-    """The capacity of ``config`` at ``slo`` by concurrency, over ``launches`` launches.
-
-    ``on_trial`` gets each probe trial as it ends (done, failed or skipped), as
-    the A/B and sweep entry points give theirs, so a face lists them at once.
-    """
-    search_grid = grid()
-    check_plan(search_grid, launches=launches, probes=probes)
-    if on_trial is not None:
-        runner = dataclasses.replace(runner, on_event=_recording(runner.on_event, on_trial))
-    return await run_capacity(
-        config,
-        probe_base(workload, slo),
-        slo,
-        search_grid,
-        runner,
-        launches=launches,
-        probes=probes,
-        study=study,
-        on_launch=on_launch,
-    )
-
-
 async def search(
     base: EngineConfig,
     workload: Workload,
@@ -200,7 +165,7 @@ async def search(
     )
 
 
-def _recording(
+def recording(
     on_event: TrialEventCallback | None, on_trial: Callable[[Trial], None]
 ) -> TrialEventCallback:
     def call(event: TrialEvent) -> None:
@@ -216,10 +181,10 @@ __all__ = [
     "LAUNCHES",
     "PROBES",
     "SLOError",
-    "capacity",
     "check_plan",
     "grid",
     "parse",
+    "recording",
     "search",
     "suggested_slo",
 ]

@@ -1,4 +1,8 @@
-"""What the rules say about the config being edited, invalid knob text included.
+"""What the rules say about a config, invalid knob text included: one call for both faces.
+
+:func:`rules_findings` is the one way a face asks the rules (``tunelab check``,
+``tunelab presets check`` and the TUI's findings panel), so the CLI and the TUI
+cannot give different findings for the same config, target and workload.
 
 A knob whose typed text is not a value (``abc`` in ``max-num-seqs``) used to
 be dropped silently, so the run went ahead without it; here it is an ERROR
@@ -30,6 +34,17 @@ def invalid_value(key: str, error: str) -> Finding:
     )
 
 
+def rules_findings(
+    config: EngineConfig,
+    model: ModelInfo | None,
+    target: Target,
+    workload: WorkloadShape | None = None,
+) -> list[Finding]:
+    """The rules' findings on ``config`` for ``target`` (errors first; never raises): the
+    one call the TUI, ``check`` and ``presets`` make (:func:`tuner.rules.check` judges)."""
+    return check(config, model, target, workload)
+
+
 def findings(
     config: EngineConfig,
     model: ModelInfo | None,
@@ -40,7 +55,7 @@ def findings(
     """Invalid knob text first, then the rules' findings on ``config`` (errors first)."""
     shape = WorkloadShape.from_workload(workload) if workload is not None else None
     typed = [invalid_value(k, e) for k, e in sorted((invalid or {}).items())]
-    return typed + check(config, model, target, shape)
+    return typed + rules_findings(config, model, target, shape)
 
 
 def blocks_run(found: Sequence[Finding]) -> bool:
@@ -51,3 +66,15 @@ def blocks_run(found: Sequence[Finding]) -> bool:
 def fixable(found: Sequence[Finding]) -> list[Finding]:
     """The findings that carry a fix, in the order shown (errors first)."""
     return [f for f in found if f.fix]
+
+
+def describe_fix(finding: Finding) -> str:
+    """The knob values of ``finding``'s fix in one line, ``max-num-seqs=64 ...``.
+
+    Spelled as tables and logs spell values (:func:`tuner.studies.common.describe_values`);
+    ``(base config)`` for a finding without a fix.
+    """
+    # Deferred: the study layer loads when a fix is applied, not at the TUI's first paint.
+    from tuner.studies.common import describe_values
+
+    return describe_values(finding.fix or {})

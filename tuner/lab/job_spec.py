@@ -25,6 +25,7 @@ from tuner.config import EngineConfig
 from tuner.errors import TunelabError
 from tuner.export.files import atomic_write
 from tuner.lab.limits import MAX_REPEATS, MAX_STARTUP_TIMEOUT_S, check_count, check_seconds
+from tuner.lab.plans import ABPlan
 
 SPEC_VERSION = 1
 # Two configs and a workload are a few KiB; a spec larger than this is not the TUI's.
@@ -59,6 +60,10 @@ class ABJobSpec:
     startup_timeout: float
 
     kind = "ab"
+
+    def plan(self) -> ABPlan:
+        """The A/B the TUI asked for, as :func:`tuner.lab.run.ab` would have run it in-process."""
+        return ABPlan(self.a, self.b, self.workload, self.study, repeats=self.repeats)
 
     def meta(self) -> dict[str, str]:
         """What the service keeps beside the job so a later TUI finds it (tui.detached)."""

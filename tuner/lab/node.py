@@ -17,8 +17,13 @@ import contextlib
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from tuner.telemetry import Backend, Sampler, select_backend
+from tuner.trials.slots import parse_gpu_list
+
+if TYPE_CHECKING:
+    from tuner.studies.executor import TrialRunner
 
 # `TUNELAB_TELEMETRY=none` turns it off (amd / nvidia pick one; auto is the default).
 TELEMETRY_ENV = "TUNELAB_TELEMETRY"
@@ -68,3 +73,14 @@ def telemetry(rate_hz: float = RATE_HZ) -> Iterator[Sampler | None]:
             sampler.stop()
         with contextlib.suppress(Exception):
             backend.close()
+
+
+def use_gpus(runner: TrialRunner, gpus: str | None) -> None:
+    """Restricts ``runner`` to the GPU ids in ``gpus`` (``--gpus 0,1``; None: all visible) and
+    finds the node's GPUs now, so a bad list is refused before any trial starts.
+
+    Raises:
+        SlotError: (a TunelabError, exit 2) an id that is not a GPU of this node, or bad text.
+    """
+    runner.gpus = parse_gpu_list(gpus) if gpus is not None else None
+    runner.pool  # noqa: B018 - resolves (and checks) the GPU list before any trial starts

@@ -17,11 +17,16 @@ from typing import TYPE_CHECKING
 from tuner.bench.workload import Workload
 from tuner.config import EngineConfig
 from tuner.guard.settings import GuardSettings
+from tuner.lab import capacity as lab_capacity
+from tuner.lab.execute import execute
+from tuner.lab.plans import ABPlan, CapacityPlan, Hooks, SweepPlan
 from tuner.model import ModelInfo
 from tuner.rules import Target
-from tuner.studies.ab import ABReport, run_ab
+from tuner.studies.ab import ABReport
+from tuner.studies.capacity import CapacityReport
+from tuner.studies.slo import SLO
 from tuner.studies.space import Param, parse_param
-from tuner.studies.sweep import SweepReport, run_sweep
+from tuner.studies.sweep import SweepReport
 from tuner.telemetry.sampler import Sampler
 from tuner.trials.context import RunContext
 from tuner.trials.events import TrialEventCallback
@@ -122,9 +127,8 @@ async def ab(
     on_trial: Callable[[Trial], None] | None = None,
 ) -> ABReport:
     """An A/B of ``a`` (baseline) against ``b``, counterbalanced; its report is the verdict."""
-    return await run_ab(
-        a, b, workload, trial_runner, repeats=repeats, study=study, on_trial=on_trial
-    )
+    plan = ABPlan(a, b, workload, study, repeats=repeats)
+    return await execute(plan, trial_runner, Hooks(on_trial=on_trial))
 
 
 async def sweep(
@@ -137,4 +141,28 @@ async def sweep(
     on_trial: Callable[[Trial], None] | None = None,
 ) -> SweepReport:
     """One knob over its values."""
-    return await run_sweep(config, workload, [param], trial_runner, study=study, on_trial=on_trial)
+    plan = SweepPlan(config, workload, (param,), study)
+    return await execute(plan, trial_runner, Hooks(on_trial=on_trial))
+
+
+async def capacity(
+    config: EngineConfig,
+    workload: Workload,
+    slo: SLO,
+    trial_runner: TrialRunner,
+    *,
+    study: str,
+    on_trial: Callable[[Trial], None] | None = None,
+) -> CapacityReport:
+    """The capacity of ``config`` at ``slo`` by concurrency, over the default launches and probes
+    (the TUI's ``k``; ``tunelab capacity`` builds the same plan with its options).
+
+    ``on_trial`` gets each probe trial as it ends (done, failed or skipped), as
+    the A/B and sweep entry points give theirs, so a face lists them at once.
+    """
+    plan = CapacityPlan(
+        config, lab_capacity.probe_base(workload, slo), slo, lab_capacity.grid(), study
+    )
+    report = await execute(plan, trial_runner, Hooks(on_trial=on_trial))
+    assert isinstance(report, CapacityReport)  # one config: neither an A/B nor a sweep
+    return report

@@ -31,8 +31,9 @@ from tuner.export.render import export
 from tuner.export.trial import preset_from_trial
 from tuner.studies.ab import ABReport, build_report
 from tuner.studies.common import point_key, representative
+from tuner.studies.space import Constraint
 from tuner.studies.stats import Direction, Verdict, metric_direction
-from tuner.studies.winner import WinnerError, pick_winner
+from tuner.studies.winner import WinnerError, WinnerReport, pick_winner
 from tuner.trials.guard_check import (
     BASELINE_KEY,
     ArmsGuard,
@@ -106,6 +107,23 @@ class Comparison:
         if self.source is ComparisonSource.AB:
             return f"the A/B's own repeats: A {a_ids}; B {b_ids}"
         return f"every finished trial of each config, pooled: A {a_ids}; B {b_ids}"
+
+
+@dataclass(frozen=True)
+class WinnerPick:
+    """A study's winner (``report``), or why there is none (``error``), and what the guard kept.
+
+    Attributes:
+        report: The winner and its margin (None: no trial qualifies).
+        candidates: The trials ``--require-guard`` kept and those it left out, with why.
+        baseline: The study's baseline, the guard's reference (None: none).
+        error: Why no trial is the winner (None when there is one).
+    """
+
+    report: WinnerReport | None
+    candidates: GuardFilter
+    baseline: Trial | None
+    error: str | None
 
 
 def finished(trials: Sequence[Trial]) -> list[Trial]:
@@ -296,6 +314,29 @@ class Study:
         ts = self.trials() if trials is None else list(trials)
         base = self.baseline(ts)
         return require_guard(ts, require, base.trial if base else None)
+
+    def winner(
+        self,
+        objective: str | None = None,
+        constraints: Sequence[Constraint] | None = None,
+        require: GuardRequirement | None = None,
+    ) -> WinnerPick:
+        """The study's winner among the trials ``--require-guard`` keeps (``tunelab winner``).
+
+        ``constraints`` None reads the study's own SLO bounds (tuner.studies.winner);
+        an empty list judges without any. Nothing is raised for "no winner": the pick
+        says why, with what the guard left out.
+        """
+        ts = self.trials()
+        base = self.baseline(ts)
+        candidates = require_guard(ts, require, base.trial if base else None)
+        try:
+            report = pick_winner(
+                candidates.kept, study=self.name, objective=objective, constraints=constraints
+            )
+        except WinnerError as exc:
+            return WinnerPick(None, candidates, base.trial if base else None, str(exc))
+        return WinnerPick(report, candidates, base.trial if base else None, None)
 
     # -- export ------------------------------------------------------------------------
     def export_choice(self) -> tuple[Trial | None, str]:

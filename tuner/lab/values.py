@@ -13,10 +13,8 @@ from typing import Any
 from tuner.config import EngineValue
 from tuner.errors import TunelabError
 from tuner.knobs import coerce
+from tuner.switches import switch_state
 
-# The words vLLM's env parsing and argparse's BooleanOptionalAction users type.
-TRUE_WORDS = frozenset({"1", "true", "yes", "on", "y", "t"})
-FALSE_WORDS = frozenset({"0", "false", "no", "off", "n", "f"})
 INFINITE_WORDS = frozenset({"inf", "infinity", "+inf"})
 
 
@@ -34,11 +32,9 @@ def parse_bool(value: Any) -> bool:
         return value
     if isinstance(value, int | float):
         return bool(value)
-    low = str(value).strip().lower()
-    if low in TRUE_WORDS:
-        return True
-    if low in FALSE_WORDS:
-        return False
+    state = switch_state(str(value))
+    if state is not None:
+        return state
     raise ValueTextError(f"{value!r} is not on/off: give true or false (1/0, yes/no, on/off)")
 
 

@@ -16,14 +16,13 @@ from tuner import bounded
 from tuner.bounded import MIB
 from tuner.model.info import ModelError, ModelInfo, from_config
 from tuner.model.weights import SafetensorsError, WeightsMeta, hub_weights, local_weights
-
-_TRUE = {"1", "true", "yes", "on"}
+from tuner.switches import switch_state
 
 
 def hub_offline() -> bool:
     """True when the environment forbids the hub (HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE)."""
     return any(
-        os.environ.get(var, "").strip().lower() in _TRUE
+        switch_state(os.environ.get(var, "")) is True
         for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
     )
 

@@ -28,6 +28,7 @@ import tuner.knobs as knobs
 from tuner.config import ConfigError
 from tuner.policy.consent import ALLOW_ENV_OPTION, Consent
 from tuner.policy.violation import Violation
+from tuner.switches import switch_state
 from tuner.vllm_tables import is_data, table
 
 _BOOL = {"kind": "bool"}
@@ -159,7 +160,6 @@ _SHELL_NAMES = frozenset({"BASH_ENV", "ENV", "PROMPT_COMMAND", "SHELLOPTS", "IFS
 # that are not secrets.
 _SECRET_RE = re.compile(r"(TOKEN$|_KEY$|^KEY$|_KEY_ID$|SECRET|PASSWORD|PASSWD|CREDENTIAL)")
 _SECRET_NAMES = frozenset({"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "WANDB_API_KEY"})
-_TRUE = {"1", "0", "true", "false", "yes", "no", "on", "off"}
 
 
 def is_secret(name: str) -> bool:
@@ -209,7 +209,7 @@ def check(
         )
     if name in consent.env:
         return None
-    if name in SECURITY_SWITCHES and value.strip().lower() not in ("", "0", "false", "no", "off"):
+    if name in SECURITY_SWITCHES and value.strip() and switch_state(value) is not False:
         return Violation(
             "env",
             name,
@@ -269,7 +269,7 @@ def _value_problem(name: str, value: str, kind: Mapping[str, Any]) -> str:
             shape = LIBRARY_VARIABLES.get(name)  # a free-text knob whose value has a shape
             return _value_problem(name, value, shape) if shape else ""
         case "bool":
-            return "" if text.lower() in _TRUE else "a switch: 1 or 0"
+            return "" if switch_state(text) is not None else "a switch: 1 or 0"
         case "int":
             return "" if re.fullmatch(r"-?\d{1,19}", text) else "a whole number"
         case "float":
