@@ -57,7 +57,10 @@ def test_a_foreign_spinning_process_contaminates_the_run() -> None:
     # One core of the machine's cores, give or take the scheduler.
     assert noise.foreign_share > min(0.8 / noise.cores, 0.4), noise
     assert noise.contaminated
-    assert noise.top and noise.top[0][0].startswith("python"), noise.top
+    # The spinner is named among the heaviest foreign processes (another program busy on
+    # a shared box may outrank it: the meter names what it saw, heaviest first).
+    assert any(name.startswith("python") for name, _ in noise.top), noise.top
+    assert [share for _, share in noise.top] == sorted((s for _, s in noise.top), reverse=True)
     line = noise.describe()
     assert line is not None and "other processes used" in line and "run it again" in line
 

@@ -149,6 +149,13 @@ def test_compare_never_picks_the_baseline_config_and_uses_the_ab_when_there_is_o
         # The ★ row itself selected: the pick is another config, never the baseline.
         other = study.pick_other(base, base.id)
         assert other is not None and other.config_id != base.config_id
+        # ... and it says so: Compare never shows another trial than the cursor's unannounced.
+        why = study.pick_reason(base, base.id, other)
+        assert why is not None and "has the baseline's config" in why and other.short_id in why
+        assert study.pick_reason(base, other.id, other) is None
+        assert study.pick_reason(base, None, other) is None
+        gone = study.pick_reason(base, "ffffffffdeadbeef", other)
+        assert gone is not None and "not in this study" in gone
         # Before any A/B is remembered the view pools (and says so): 3 vs 2 samples.
         pooled = study.compare(base, other)
         assert pooled.source is ComparisonSource.POOLED

@@ -102,3 +102,26 @@ async def test_guard_verdict_is_the_cores_ab_guard() -> None:
         assert "drifted" in expected  # the core's verdict on these outputs
         note = str(screen.query_one("#compare-note").render())
         assert expected in note
+
+
+async def test_a_cursor_on_the_baselines_config_is_named_not_silently_replaced() -> None:
+    a, a2, b = _trial(8, dict(STREAMED)), _trial(8, dict(STREAMED)), _trial(2, dict(STREAMED))
+    study = Study(None, "t", [a, a2, b])
+    app: App[None] = App()
+    async with app.run_test(size=(120, 30)) as pilot:
+        screen = CompareScreen(study, b_id=a2.id)  # the cursor on a repeat of A's config
+        await app.push_screen(screen)
+        await wait_for(pilot, lambda: screen.comparison is not None, 10, "the comparison")
+        await pilot.pause()
+        said = study.pick_reason(a, a2.id, b)
+        assert said is not None and screen.pick_reason == said
+        title = " ".join(str(screen.query_one("#compare-title").render()).split())
+        assert f"⚠ {said}" in title and f"B {b.short_id}" in title
+    # With the cursor on B itself there is nothing to explain.
+    app2: App[None] = App()
+    async with app2.run_test(size=(120, 30)) as pilot:
+        plain = CompareScreen(study, b_id=b.id)
+        await app2.push_screen(plain)
+        await wait_for(pilot, lambda: plain.comparison is not None, 10, "the comparison")
+        assert plain.pick_reason is None
+        assert "⚠" not in str(plain.query_one("#compare-title").render())

@@ -136,6 +136,10 @@ async def _reopen_and_read_verdict(db: Path) -> tuple[ABReport, str, list[str]]:
         assert isinstance(finished.result, ABReport)
         await pilot.pause(0.2)
         shown = str(app.main.query_one("#run-figures", Static).render())
+        # The title says how the followed job ended, never "running" after its verdict.
+        title = str(app.main.run_panel.border_title)
+        assert "(detached)" in title and title.endswith(" · done"), title
+        assert "running" not in title, title
         events = [strip.text for strip in app.main.query_one("#run-log", RichLog).lines]
     return finished.result, shown, events
 

@@ -23,8 +23,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuner import policy
+from tuner.engine import running
 from tuner.errors import TunelabError
-from tuner.trials.events import TrialDone, TrialEvent, TrialFailed, TrialPruned, TrialSkipped
+from tuner.trials.events import (
+    TrialDone,
+    TrialEvent,
+    TrialFailed,
+    TrialPruned,
+    TrialSkipped,
+    TrialStage,
+)
 from tuner.trials.model import Trial
 
 if TYPE_CHECKING:
@@ -122,6 +130,12 @@ async def follow(
                 emit(event, at)
                 if isinstance(event, (TrialDone, TrialFailed, TrialPruned, TrialSkipped)):
                     on_trial(event.trial)
+                    if event.trial.engine_pid is not None:  # (an ended engine never counts)
+                        running.unfollow(event.trial.engine_pid)
+                elif isinstance(event, TrialStage) and event.stage in ("ready", "measuring"):
+                    # The job's engine is this study's: the host line counts it, the GPU
+                    # panel does not call it foreign.
+                    await asyncio.to_thread(_follow_engine, study, event.trial_id)
             offset = chunk.next_offset
             if chunk.ended and not chunk.events:
                 break
@@ -130,6 +144,7 @@ async def follow(
         job = await asyncio.to_thread(client.job, job_id)
     finally:
         client.close()
+        running.unfollow()
     the_study = study()
     the_study.mark_job_shown(job_id)
     if job["state"] != "finished":
@@ -155,3 +170,16 @@ def stop(job_id: str) -> None:
     with ServiceClient(start=False) as client, contextlib.suppress(ServiceError):
         if client.running():
             client.stop(job_id)
+
+
+def _follow_engine(study: Callable[[], Study], trial_id: str) -> None:
+    """Counts the engine the store records for ``trial_id`` (tuner.engine.running.follow)."""
+    store = study().store
+    if store is None:
+        return
+    try:
+        trial = store.get(trial_id)
+    except TunelabError:
+        return
+    if trial.engine_pid is not None:
+        running.follow(trial.engine_pid, trial.engine_created)

@@ -241,7 +241,9 @@ class Jobs:
     def attach(self, found: detached.DetachedAB) -> Job:
         """Follow a detached A/B this TUI did not start (an earlier TUI on this study did)."""
         plan = ab_plan(found.repeats)
-        title = f"A/B job {found.job_id} (detached, {found.state})"
+        # Its state then is in the attach notice; the panel's title adds how it ended
+        # (RunPanel.end), so it never reads "running" after the verdict.
+        title = f"A/B job {found.job_id} (detached)"
 
         async def make(emit: Emit) -> JobResult:
             return await self._follow(found.job_id, emit)

@@ -100,6 +100,7 @@ class CompareScreen(Screen[None]):
         self.b_id = b_id
         self.comparison: Comparison | None = None
         self.guard: ArmsGuard | None = None
+        self.pick_reason: str | None = None  # why B is not the trial under the cursor
 
     def compose(self) -> ComposeResult:
         yield Static("", id="compare-title")
@@ -118,14 +119,16 @@ class CompareScreen(Screen[None]):
             return
         self.comparison = found = self.study.compare(baseline.trial, pick)
         report = found.report
-        title.update(
-            Text.assemble(
-                ("A ", "bold"),
-                f"{baseline.trial.short_id} ({baseline.how} baseline)   ",
-                ("B ", "bold"),
-                f"{pick.short_id}: {knob_diff(pick, baseline.trial)}",
-            )
+        heading = Text.assemble(
+            ("A ", "bold"),
+            f"{baseline.trial.short_id} ({baseline.how} baseline)   ",
+            ("B ", "bold"),
+            f"{pick.short_id}: {knob_diff(pick, baseline.trial)}",
         )
+        self.pick_reason = self.study.pick_reason(baseline.trial, self.b_id, pick)
+        if self.pick_reason:
+            heading.append(f"\n⚠ {self.pick_reason}", style="yellow")
+        title.update(heading)
         table = self.query_one(DataTable)
         # The level the A/B was judged at (its stored judgement), not a fixed 95%.
         table.add_columns("metric", "A", "B", f"B vs A [{report.confidence:.0%} CI]", "verdict")

@@ -144,7 +144,8 @@ class MainScreen(Screen[None]):
         session.findings = checks.findings(
             session.config, session.model_info, session.target, session.workload, session.invalid
         )
-        self.query_one(FindingsPanel).show(session.findings)
+        empty = checks.no_findings_text(session.model_info, session.target)
+        self.query_one(FindingsPanel).show(session.findings, empty)
         self.app.refresh_bindings()  # `f` is offered only while a finding has a fix
         return session.findings
 
@@ -311,7 +312,8 @@ class MainScreen(Screen[None]):
         from tuner.lab.reports import ABReport, CapacityReport, SweepReport
 
         panel = self.run_panel
-        panel.end()
+        stopped = not message.ok and "stopped" in message.summary
+        panel.end("done" if message.ok else "stopped" if stopped else "failed")
         self._backend = None
         result = message.result
         if message.kind is JobKind.AB and message.ok and isinstance(result, ABReport):

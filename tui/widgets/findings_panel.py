@@ -29,10 +29,11 @@ def fix_text(fix: dict[str, object] | None) -> str:
     return ", ".join(f"{k}={'default' if v is None else v}" for k, v in fix.items())
 
 
-def render_findings(findings: Sequence[Finding]) -> Text:
-    """One paragraph per finding, errors first, with the fix and its key."""
+def render_findings(findings: Sequence[Finding], empty: str = "") -> Text:
+    """One paragraph per finding, errors first, with the fix and its key; ``empty`` when
+    there is none (tuner.lab.checks.no_findings_text: what the rules could judge)."""
     if not findings:
-        return Text("No findings: the rules see nothing wrong with this config.", style="dim")
+        return Text(empty, style="dim")
     out = Text()
     several = sum(1 for f in findings if f.fix) > 1
     for i, finding in enumerate(findings):
@@ -53,11 +54,11 @@ class FindingsPanel(Static):
     def on_mount(self) -> None:
         self.border_title = "Findings"
 
-    def show(self, findings: Sequence[Finding]) -> None:
-        """Render ``findings`` and count them in the title."""
+    def show(self, findings: Sequence[Finding], empty: str = "") -> None:
+        """Render ``findings`` (``empty``: the core's sentence for none) and count them in the title."""
         errors = sum(f.severity is Severity.ERROR for f in findings)
         warnings = sum(f.severity is Severity.WARNING for f in findings)
-        self.update(render_findings(findings))
+        self.update(render_findings(findings, empty))
         self.set_class(errors > 0, "-error")
         self.border_title = (
             f"Findings · {errors} error{'s' if errors != 1 else ''}, {warnings} warn"

@@ -167,6 +167,7 @@ class RunPanel(Vertical):
         super().__init__(**kwargs)
         self.engine_log = EngineLog()
         self._stage = ""
+        self._title = ""
         self._backend: str | None = None
         self._detail = ""
         self._mismatch: str | None = None
@@ -209,6 +210,7 @@ class RunPanel(Vertical):
                 empty for a single run.
             kind: run, ab or sweep.
         """
+        self._title = title
         self.border_title = f"Run · {title}"
         self.border_subtitle = "l: engine log"
         self.query_one("#run-figures", Static).update("")
@@ -229,8 +231,11 @@ class RunPanel(Vertical):
         else:
             self._timer.resume()
 
-    def end(self) -> None:
-        """The job ended: stop the clock and the bar's animation (hidden until the next job)."""
+    def end(self, outcome: str = "") -> None:
+        """The job ended (``outcome``: done, failed or stopped, added to the title so it
+        says how the job ended): stop the clock and the bar's animation (hidden until the next job)."""
+        if outcome and self._title:
+            self.border_title = f"Run · {self._title} · {outcome}"
         bar = self.query_one("#run-progress", ProgressBar)
         if bar.total is None:
             bar.update(total=1, progress=0)

@@ -34,7 +34,8 @@ class BenchProgress:
         failed: Of those, failed.
         total: Requests planned (None for duration-bound runs).
         elapsed_s: Seconds since the measured part began.
-        tokens_per_s: Output chunks/s over the last ~2 s.
+        tokens_per_s: Output tokens/s over the last ~2 s (tuner.bench.record.LiveCounters:
+            chunks as they stream, each request settled to its token count as it ends).
         ttft_p50_ms, ttft_p99_ms, itl_p50_ms, itl_p99_ms: Running percentiles
             over recent requests (None before the first).
     """
@@ -85,11 +86,11 @@ class ProgressReporter:
     def snapshot(self) -> BenchProgress:
         """The current progress (also usable without a callback)."""
         now = perf_counter()
-        self._rate.append((now, self._live.chunks))
+        self._rate.append((now, self._live.tokens))
         while len(self._rate) > 2 and now - self._rate[0][0] > _RATE_WINDOW_S:
             self._rate.popleft()
         t_old, c_old = self._rate[0]
-        rate = (self._live.chunks - c_old) / (now - t_old) if now > t_old else 0.0
+        rate = (self._live.tokens - c_old) / (now - t_old) if now > t_old else 0.0
         ttfts, itls = list(self._ttfts), list(self._itls)
         return BenchProgress(
             phase=self.phase,
@@ -123,7 +124,7 @@ class ProgressReporter:
         """Begin periodic events (no task at all without a listener)."""
         self._t0 = perf_counter()
         self._rate.clear()
-        self._rate.append((self._t0, self._live.chunks))
+        self._rate.append((self._t0, self._live.tokens))
         if self._cb is not None:
             self._task = asyncio.create_task(self._tick())
 

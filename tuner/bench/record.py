@@ -14,9 +14,19 @@ from dataclasses import dataclass, field
 
 @dataclass(slots=True)
 class LiveCounters:
-    """Totals the progress reporter reads while requests stream."""
+    """Totals the progress reporter reads while requests stream.
+
+    Attributes:
+        chunks: Token chunks received.
+        tokens: Output tokens: one a chunk while a request streams, settled to its
+            counted tokens (tuner.bench.sse.finish_record) when it ends, so the live
+            tokens/s and the result's output throughput count the same thing.
+        done: Counted requests finished.
+        failed: Of those, failed.
+    """
 
     chunks: int = 0
+    tokens: int = 0
     done: int = 0
     failed: int = 0
 

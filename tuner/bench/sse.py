@@ -159,6 +159,7 @@ class SseSink:
         "marks",
         "rec",
         "saw_done",
+        "streamed",
         "times",
         "usage_completion",
         "usage_prompt",
@@ -178,6 +179,7 @@ class SseSink:
         self.limit = flood_limit(rec.expected_output_len)
         self.usage_completion: Any = _MISSING
         self.usage_prompt: Any = _MISSING
+        self.streamed = 0  # token chunks added to live.tokens so far
 
     def touch(self, now: float) -> None:
         """Note progress (the response head arrived) for the stall watchdog."""
@@ -216,6 +218,8 @@ class SseSink:
         self.times.extend([now] * n)
         self.kinds += kinds
         self.live.chunks += n
+        self.live.tokens += n  # one token a chunk until the stream's count settles it
+        self.streamed += n
         self.content += kinds.count(CONTENT)
         if self.content > self.limit:
             self.rec.fail(
@@ -330,6 +334,10 @@ def finish_record(rec: RequestRecord, sink: SseSink) -> None:
     elif not sink.saw_done:
         rec.fail("truncated", "the stream ended before its [DONE] marker")
     rec.output_tokens = tokens if tokens is not None else min(chunks, rec.expected_output_len)
+    # The live count took one token a chunk; a chunk may carry several (vLLM's stream
+    # interval, speculative decoding): the request's settled count corrects it now.
+    sink.live.tokens += rec.output_tokens - sink.streamed
+    sink.streamed = rec.output_tokens
     if sink.ignored > flood_limit(bound):
         rec.notes["ignored events"] = (
             f"{sink.ignored} events that carry no token (keep-alive comments, role-only or "

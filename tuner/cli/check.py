@@ -24,7 +24,7 @@ from tuner.cli.safe_text import markup as escape
 from tuner.knobs.gpus import GpuNameError, lookup
 from tuner.knobs.versions import parse_version
 from tuner.lab import config as lab_config
-from tuner.lab.checks import blocks_run, rules_findings
+from tuner.lab.checks import blocks_run, no_findings_text, rules_findings
 from tuner.lab.target import for_check
 from tuner.lab.workload import shape_for_check
 from tuner.model import ModelError, analyze
@@ -220,7 +220,8 @@ def _print(
     for note in notes:
         console.print(f"[dim]note: {escape(note)}[/]")
     if not findings:
-        console.print("[green]No findings: the rules see nothing wrong with this config.[/]")
+        said = escape(no_findings_text(info, target))
+        console.print(f"[green]{said}[/]" if said.startswith("No findings:") else said)
         return
     for severity in ("error", "warning", "advice"):
         group = [f for f in findings if str(f.severity) == severity]

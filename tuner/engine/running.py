@@ -17,6 +17,9 @@ from tuner.engine import proctree
 
 _LOCK = threading.Lock()
 _ROOTS: set[int] = set()
+# Engines another tunelab process runs for a study this one follows (the study service's
+# job a TUI attached to): root pid -> its start time, which proves the pid is still it.
+_FOLLOWED: dict[int, float | None] = {}
 
 
 def register(root_pid: int) -> None:
@@ -31,10 +34,37 @@ def unregister(root_pid: int) -> None:
         _ROOTS.discard(root_pid)
 
 
-def roots() -> set[int]:
-    """Root pids of the engines this process started and has not stopped yet."""
+def follow(root_pid: int, created: float | None) -> None:
+    """Count an engine another process runs for a study this one shows (an attached job).
+
+    ``created`` is the root's start time as the trial recorded it: a pid reused by
+    another process after the engine ended is never counted as the engine.
+    """
     with _LOCK:
-        return set(_ROOTS)
+        _FOLLOWED[root_pid] = created
+
+
+def unfollow(root_pid: int | None = None) -> None:
+    """Stop counting a followed engine (None: every one)."""
+    with _LOCK:
+        if root_pid is None:
+            _FOLLOWED.clear()
+        else:
+            _FOLLOWED.pop(root_pid, None)
+
+
+def roots() -> set[int]:
+    """Root pids of the engines this process started, or follows, and that still run."""
+    with _LOCK:
+        own, followed = set(_ROOTS), dict(_FOLLOWED)
+    for pid, created in followed.items():
+        try:
+            alive = psutil.Process(pid)
+            if created is None or abs(alive.create_time() - created) <= 0.01:
+                own.add(pid)
+        except psutil.Error:
+            continue
+    return own
 
 
 def engine_pids() -> set[int]:

@@ -78,3 +78,23 @@ def describe_fix(finding: Finding) -> str:
     from tuner.studies.common import describe_values
 
     return describe_values(finding.fix or {})
+
+
+def no_findings_text(model: ModelInfo | None, target: Target) -> str:
+    """What an empty list of findings means, said the same by the TUI and ``tunelab check``.
+
+    No finding is "nothing wrong" only when the rules could judge: without the
+    target's vLLM version and platform (introspection still running, or not given)
+    the backend, cudagraph and flag rules cannot speak, and without an analysed
+    model the fit and model rules stay silent. The sentence names what is missing.
+    """
+    missing = []
+    if target.vllm_version is None and target.platform is None:
+        missing.append("the vLLM version and platform")
+    if model is None:
+        missing.append("the model's analysis")
+    if not missing:
+        return "No findings: the rules see nothing wrong with this config."
+    return (
+        f"No findings, but without {' and '.join(missing)} the rules that need them stay silent."
+    )

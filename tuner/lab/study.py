@@ -263,6 +263,23 @@ class Study:
         others = [t for t in done if point_key(t) != base_point]
         return others[-1] if others else None
 
+    def pick_reason(self, baseline: Trial, selected: str | None, pick: Trial) -> str | None:
+        """Why B is not the trial under the cursor (None when it is, or nothing was selected).
+
+        Compare never silently shows another trial than the one the user pointed at.
+        """
+        if selected is None or pick.id == selected:
+            return None
+        chosen = next((t for t in self.trials() if t.id == selected), None)
+        where = f"the trial under the cursor ({selected[:8]})"
+        if chosen is None:
+            why = f"{where} is not in this study"
+        elif point_key(chosen) == point_key(baseline):
+            why = f"{where} has the baseline's config"
+        else:
+            why = f"{where} has not finished ({chosen.status})"
+        return f"{why}: B is {pick.short_id}, the newest finished trial of another config"
+
     def compare(self, a: Trial, b: Trial) -> Comparison:
         """The verdict on B's config against A's: that pair's A/B when there is one, else pooled."""
         trials = self.trials()
