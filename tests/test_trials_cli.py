@@ -151,3 +151,20 @@ def test_run_skips_a_config_the_rules_reject_without_an_engine(app: typer.Typer)
     assert any(f["rule"] == "tensor-parallel-divides-heads" for f in data["findings"])
     (trial,) = TrialStore().list()
     assert trial.status is TrialStatus.SKIPPED and trial.id == data["id"]
+
+
+def test_results_marks_an_itl_measured_on_one_piece_responses(app: typer.Typer) -> None:
+    streamed = {"output_throughput": 300.0, "p99_itl_ms": 9.5, "completed": 8, "failed": 0}
+    one_piece = {**streamed, "p99_itl_ms": 0.0, "tunelab": {"one_chunk_fraction": 1.0}}
+    with TrialStore() as store:
+        trials = []
+        for results in (streamed, one_piece):
+            t = Trial(EngineConfig(model="org/m"), Workload(concurrency=2), study="itl")
+            store.add(t)
+            store.save_result(t, results)
+            trials.append(t)
+    code, out, _ = invoke(app, "results", "--study", "itl")
+    assert code == 0, out
+    rows = {t.short_id: next(ln for ln in out.splitlines() if t.short_id in ln) for t in trials}
+    assert "⚠ 0.0 (one piece)" in rows[trials[1].short_id]
+    assert "9.5" in rows[trials[0].short_id] and "one piece" not in rows[trials[0].short_id]

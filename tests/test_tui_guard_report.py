@@ -20,6 +20,7 @@ from tests.test_tui_compare import DRIFTED, STREAMED, _trial
 from tui.app import TunelabApp
 from tui.widgets.gpu_panel import GpuPanel
 from tui.widgets.results_table import ResultsTable
+from tuner import paths
 from tuner.lab.study import Study
 from tuner.trials.store import TrialStore
 
@@ -69,7 +70,10 @@ async def test_p_writes_the_study_report_off_the_event_loop_and_says_where(
         await wait_for(pilot, lambda: getattr(app, "last_report", None) is not None, 120, "report")
         written: Any = app.last_report
         await wait_for(pilot, lambda: any(str(written.html) in n for n in notes), 10, "the note")
-        assert written.html.parent == (tmp_path / "tunelab-report").resolve()
+        # tunelab's own folder for the study, never the directory it was started in.
+        assert written.html.parent == paths.reports_dir("tui")
+        assert written.html.parent.is_relative_to(paths.data_dir())
+        assert not (tmp_path / "tunelab-report").exists() and not list(tmp_path.glob("*.html"))
         assert written.html.is_file() and written.markdown.is_file()
         assert written.trials == 2
         assert app.is_running  # the app went on while the report was written

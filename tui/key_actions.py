@@ -17,10 +17,10 @@ from textual.screen import Screen
 
 from tui.commands import ACTIONS, jump_to_knob
 from tuner import knobs as catalogue
+from tuner import paths
 from tuner.errors import TunelabError
 
 # Where `p` writes the study report: the CLI's default folder (tunelab report --out).
-REPORT_DIR = "tunelab-report"
 
 
 class KeyActions:
@@ -115,7 +115,7 @@ class KeyActions:
     def action_report(self) -> None:
         app: Any = self
         app.notify("Writing the study report…", timeout=3)
-        self.write_report(Path(REPORT_DIR).resolve())
+        self.write_report(paths.reports_dir(app.session.study))
 
     @work(thread=True, exclusive=True, group="report", exit_on_error=False)
     def write_report(self, out: Path) -> None:

@@ -48,3 +48,10 @@ def crash_dir() -> Path:
     path = data_dir() / "crashes"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def reports_dir(study: str) -> Path:
+    """Where the TUI's ``p`` writes ``study``'s report: tunelab's own data folder, never the
+    directory tunelab happened to be started in (``tunelab report --out DIR`` for another)."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in study).strip(".") or "study"
+    return data_dir() / "reports" / safe

@@ -1,7 +1,8 @@
 """Pick a model: the demo model, or one from the Hugging Face cache.
 
-The cache is scanned with ``huggingface_hub.scan_cache_dir`` in a thread
-worker (it walks the disk); the list shows each repo with its size.
+The cache is listed by :func:`tuner.model.cache.cached_models` in a thread
+worker (it walks the disk); the list shows each repo with its size, and the
+note under it is the core's sentence (how many, or why none).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from textual.widgets.option_list import Option
 
 from tui.screens.main import DEMO_LABEL
 from tui.widgets.model_panel import human_bytes
+from tuner.model.cache import cached_models
 
 
 class ModelPicker(ModalScreen[str | None]):
@@ -41,19 +43,8 @@ class ModelPicker(ModalScreen[str | None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False)
     def scan(self) -> None:
-        try:
-            # Deferred: heavy (huggingface_hub): loaded only on the path that needs it.
-            from huggingface_hub import scan_cache_dir
-
-            info = scan_cache_dir()
-            repos = sorted(
-                (r for r in info.repos if r.repo_type == "model"), key=lambda r: r.repo_id.lower()
-            )
-            found = [(r.repo_id, r.size_on_disk) for r in repos]
-            note = f"{len(found)} model(s) in the Hugging Face cache"
-        except Exception as exc:  # no cache dir yet is the common case
-            found, note = [], f"Hugging Face cache: {type(exc).__name__}: {exc}"
-        self.app.call_from_thread(self._show, found, note)
+        listed = cached_models()
+        self.app.call_from_thread(self._show, listed.models, listed.note)
 
     def _show(self, found: list[tuple[str, int]], note: str) -> None:
         options = self.query_one(OptionList)

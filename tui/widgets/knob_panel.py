@@ -51,6 +51,10 @@ def as_bool(value: Any) -> bool:
     return bool(value)
 
 
+def _on_off(on: bool) -> str:
+    return "on" if on else "off"
+
+
 class KnobRow(Horizontal, Parking):
     """One knob: its name (marked when not applicable) and its control.
 
@@ -75,7 +79,11 @@ class KnobRow(Horizontal, Parking):
                 [("on", "on"), ("off", "off")], prompt="default", allow_blank=True, compact=True
             )
         elif knob.type is ValueType.BOOL:
-            yield Switch(value=as_bool(knob.default))
+            state = as_bool(knob.default)
+            yield Switch(value=state)
+            # The state in words too: a switch's position and colour alone are not read
+            # by everyone (a colour-blind user, a monochrome terminal).
+            yield Label(_on_off(state), classes="switch-state")
         elif knob.type is ValueType.CHOICE:
             yield Select(
                 [(c, c) for c in self.choices],
@@ -177,6 +185,7 @@ class KnobRow(Horizontal, Parking):
             )
             with control.prevent(Switch.Changed):
                 control.value = as_bool(shown)
+            self._show_state(as_bool(shown))
         elif isinstance(control, Select):
             with control.prevent(Select.Changed):
                 if value is None:
@@ -196,9 +205,14 @@ class KnobRow(Horizontal, Parking):
                     control.value = text
             control.remove_class("-invalid")
 
+    def _show_state(self, on: bool) -> None:
+        for label in self.query(".switch-state").results(Label):
+            label.update(_on_off(on))
+
     @on(Switch.Changed)
     def _switch(self, event: Switch.Changed) -> None:
         event.stop()
+        self._show_state(event.value)
         value: Any = event.value
         default = self.knob.default
         if default is not None and as_bool(default) == value:

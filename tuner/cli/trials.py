@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tuner.bench.host_noise import host_note
+from tuner.bench.metrics import delivery_warning
 from tuner.cli import options as opt
 from tuner.cli.guard_view import guard_cell, guard_json, study_guards
 from tuner.cli.safe_text import clean, markup
@@ -255,12 +256,21 @@ def _print_table(
             f"{markup(t.objective)}={_fmt(objective, ',.2f')}" if objective is not None else "-",
             _fmt(metric(t, "output_throughput")),
             _fmt(metric(t, "p99_ttft_ms")),
-            _fmt(metric(t, "p99_itl_ms")),
+            _itl_cell(t),
             markup(t.backend_actual or "-"),
             _fmt(t.startup_seconds),
             guard_cell(guards.get(t.id)),
         )
     console.print(table)
+
+
+def _itl_cell(trial: Trial) -> str:
+    """p99 ITL, marked ``⚠`` when most responses came in one piece (the figure then measures
+    nothing: tuner.bench.metrics.delivery_warning), as the TUI's Results table marks it."""
+    shown = _fmt(metric(trial, "p99_itl_ms"))
+    if isinstance(trial.results, dict) and delivery_warning(trial.results, short=True):
+        return f"[bold yellow]⚠[/] [dim]{shown}[/] (one piece)"
+    return shown
 
 
 def print_trial(trial: Trial, *, tail: bool) -> None:
