@@ -95,6 +95,4 @@ def no_findings_text(model: ModelInfo | None, target: Target) -> str:
         missing.append("the model's analysis")
     if not missing:
         return "No findings: the rules see nothing wrong with this config."
-    return (
-        f"No findings, but without {' and '.join(missing)} the rules that need them stay silent."
-    )
+    return f"No findings, but without {' and '.join(missing)} the rules that need them stay silent."
