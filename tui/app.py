@@ -34,6 +34,7 @@ from tui.widgets.status_bar import StatusBar
 from tui.worker_errors import WorkerErrors
 from tuner import policy
 from tuner.config import EngineConfig
+from tuner.errors import TunelabError
 from tuner.lab import checks, node
 from tuner.lab import target as lab_target
 from tuner.telemetry import Backend, Sampler
@@ -41,7 +42,7 @@ from tuner.trials.store import StoreError, TrialNotFound
 
 if TYPE_CHECKING:
     from tuner.lab.run import RunOptions
-    from tuner.rules import Finding
+    from tuner.rules import Finding, Target
 
 # Screens and core modules a key opens are imported when first used, or by
 # :meth:`TunelabApp.warm_imports` once the first frame is out: the first paint
@@ -74,9 +75,12 @@ class TunelabApp(WorkerErrors, KeyActions, App[None]):
         services: Services | None = None,
         *,
         allow_code: bool = False,
+        preview: Target | None = None,
     ) -> None:
         super().__init__()
-        self.session = Session(services=services or Services(), config=EngineConfig(model=""))
+        self.session = Session(
+            services=services or Services(), config=EngineConfig(model=""), preview=preview
+        )
         self.start_model = model
         self.start_preset = preset
         if allow_code:  # tunelab tui --allow-code: for all this process runs (tuner.policy)
@@ -279,6 +283,27 @@ class TunelabApp(WorkerErrors, KeyActions, App[None]):
                 self.jobs.submit_sweep(text)
 
         self.push_screen(SweepDialog(spec), chosen)
+
+    def action_preview_target(self) -> None:
+        # Deferred to first use: the first paint composes the main screen only.
+        from tui.screens.target import TargetDialog
+
+        current = self.session.preview
+
+        def chosen(text: str | None) -> None:
+            if text is None:
+                return
+            try:
+                found = lab_target.parse_preview(text)
+            except TunelabError as exc:
+                fix = f" ({exc.fix})" if exc.fix else ""
+                self.notify(f"{exc.message}{fix}", severity="error", timeout=10)
+                return
+            self.main.set_preview(found)
+            said = lab_target.preview_label(found) if found else "the rules judge this node again"
+            self.notify(said.capitalize(), timeout=6)
+
+        self.push_screen(TargetDialog(TargetDialog.text_of(current)), chosen)
 
     def action_capacity(self) -> None:
         # Deferred to first use: the first paint composes the main screen only.

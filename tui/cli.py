@@ -26,13 +26,32 @@ def tui_command(
     ),
     allow_code: AllowCodeOpt = False,
     allow_env: AllowEnvOpt = None,
+    gpu: str | None = typer.Option(
+        None,
+        "--gpu",
+        help="Preview another node: judge the config for this GPU (MI300X, 8xH100, "
+        "MI300X-CPX; as `check --gpu`). Runs still run here.",
+    ),
+    platform: str | None = typer.Option(
+        None, "--platform", help="Preview: the target platform (rocm, cuda, cpu)."
+    ),
+    vllm_version: str | None = typer.Option(
+        None,
+        "--vllm-version",
+        help="Preview: the target vLLM version (default: tunelab's tables').",
+    ),
 ) -> None:
     """Open the TUI (also what `tunelab` with no command does)."""
+    from tuner.lab.target import preview as build_preview
+
+    target = None
+    if gpu or platform or vllm_version:
+        target = build_preview(gpu, platform, vllm_version)  # a TunelabError: message + fix
     # Imported here for start-up time: Textual loads only when the TUI opens.
     from tui.guard import run_tui
 
     grant_consent(allow_code, allow_env)  # for every run and job this TUI starts
-    run_tui(model=model, preset=preset)
+    run_tui(model=model, preset=preset, preview=target)
 
 
 def main(argv: list[str] | None = None) -> None:

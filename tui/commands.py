@@ -107,6 +107,13 @@ ACTIONS: tuple[ActionSpec, ...] = (
         "b", "baseline", "Baseline", "Use the last done trial as the A/B baseline", show=False
     ),
     ActionSpec(
+        "g",
+        "preview_target",
+        "Target",
+        "Preview another node: the findings and ⊘ marks for a GPU/version (e.g. MI300X)",
+        show=False,
+    ),
+    ActionSpec(
         "d", "toggle_dark", "Light/dark", "Switch between the light and the dark theme", show=False
     ),
     ActionSpec("question_mark,f1", "help", "Keys", "Show every key of the app (? or F1)"),

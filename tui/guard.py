@@ -13,9 +13,13 @@ and :func:`run_tui` re-raises it after the terminal is restored, where
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tui.app import TunelabApp
 from tuner.errors import EXIT_CRASH, TunelabError
+
+if TYPE_CHECKING:
+    from tuner.rules import Target
 
 
 class GuardedTunelabApp(TunelabApp):
@@ -33,10 +37,17 @@ class GuardedTunelabApp(TunelabApp):
 
 
 def run_tui(
-    model: str | None = None, preset: Path | None = None, *, allow_code: bool = False
+    model: str | None = None,
+    preset: Path | None = None,
+    *,
+    allow_code: bool = False,
+    preview: Target | None = None,
 ) -> None:
-    """Runs the TUI; an exception that escaped it is raised here, after the screen is restored."""
-    app = GuardedTunelabApp(model=model, preset=preset, allow_code=allow_code)
+    """Runs the TUI; an exception that escaped it is raised here, after the screen is restored.
+
+    ``preview``: another node's target the rules judge against (``--gpu`` ...).
+    """
+    app = GuardedTunelabApp(model=model, preset=preset, allow_code=allow_code, preview=preview)
     app.run()
     if app.escaped is not None:
         raise app.escaped

@@ -42,6 +42,8 @@ class Session:
         study: The study name trials of this session are stored under.
         trials: Trials this session finished, newest last (the store has the whole study).
         gpu_count: GPUs seen by telemetry (0: none).
+        preview: Another node's target the rules judge against instead of this one
+            (``tunelab tui --gpu MI300X``, the ``g`` dialog); runs still run here.
     """
 
     services: Services
@@ -57,3 +59,9 @@ class Session:
     study: str = "tui"
     trials: list[Trial] = field(default_factory=list)
     gpu_count: int | None = None
+    preview: Target | None = None
+
+    @property
+    def rules_target(self) -> Target:
+        """What findings, ⊘ marks and the fit are judged against: the preview, else this node."""
+        return self.preview or self.target

@@ -111,6 +111,8 @@ class MainScreen(Screen[None]):
             Text("Focus a knob to read its help. Tab moves, space toggles.", style="dim")
         )
         self.refresh_all()
+        if session.preview is not None:  # tunelab tui --gpu ...: the header says so at once
+            self.show_target()
         self.query_one(KnobPanel).focus()  # keys work at once; Tab walks into the knobs
         self.call_after_refresh(self.first_frame_shown)
 
@@ -142,9 +144,13 @@ class MainScreen(Screen[None]):
         """Run the rules (and the invalid knob texts) on the current config; show the findings."""
         session = self.session
         session.findings = checks.findings(
-            session.config, session.model_info, session.target, session.workload, session.invalid
+            session.config,
+            session.model_info,
+            session.rules_target,
+            session.workload,
+            session.invalid,
         )
-        empty = checks.no_findings_text(session.model_info, session.target)
+        empty = checks.no_findings_text(session.model_info, session.rules_target)
         self.query_one(FindingsPanel).show(session.findings, empty)
         self.app.refresh_bindings()  # `f` is offered only while a finding has a fix
         return session.findings
@@ -219,7 +225,7 @@ class MainScreen(Screen[None]):
         else:
             session.model_info = message.info
             panel.show_info(
-                model_line(message.info, session.config, session.target, session.workload)
+                model_line(message.info, session.config, session.rules_target, session.workload)
             )
         self.recheck()
 
@@ -234,20 +240,37 @@ class MainScreen(Screen[None]):
         session.vllm_info = message.info
         session.target = self._with_gpus(message.target)
         info = message.info
-        bar = self.query_one(StatusBar)
-        if info is not None and info.available:
-            bar.vllm = f"vLLM {info.version} ({(info.platform or '?').upper()})"
-        else:
-            bar.vllm = "vLLM: not found"
+        if info is None or not info.available:
             reason = (info.error if info is not None else None) or message.target.note
             self.notify(f"vLLM not usable: {reason}", severity="warning", timeout=8)
-        target: Target = session.target
-        self.query_one(KnobPanel).mark_availability(target.vllm_version, target.platform)
+        self.show_target()
+
+    def show_target(self) -> None:
+        """The header, ⊘ marks, fit and findings for the rules' target (a preview or this node)."""
+        session = self.session
+        info = session.vllm_info
+        bar = self.query_one(StatusBar)
+        if session.preview is not None:
+            bar.vllm = lab_target.preview_label(session.preview)
+        elif info is not None and info.available:
+            bar.vllm = f"vLLM {info.version} ({(info.platform or '?').upper()})"
+        elif info is not None or session.target.note:
+            bar.vllm = "vLLM: not found"
+        else:
+            bar.vllm = "vLLM: probing…"
+        target: Target = session.rules_target
+        if target.vllm_version or target.platform:
+            self.query_one(KnobPanel).mark_availability(target.vllm_version, target.platform)
         if session.model_info is not None:
             self.query_one(ModelPanel).show_info(
                 model_line(session.model_info, session.config, target, session.workload)
             )
         self.recheck()
+
+    def set_preview(self, preview: Target | None) -> None:
+        """Judge against ``preview`` (another node's target), or this node again (None)."""
+        self.session.preview = preview
+        self.show_target()
 
     @on(TelemetryReady)
     def _telemetry_ready(self, message: TelemetryReady) -> None:
@@ -257,7 +280,9 @@ class MainScreen(Screen[None]):
             session.target = self._with_gpus(session.target)
             if session.model_info is not None:
                 self.query_one(ModelPanel).show_info(
-                    model_line(session.model_info, session.config, session.target, session.workload)
+                    model_line(
+                        session.model_info, session.config, session.rules_target, session.workload
+                    )
                 )
             self.recheck()
         panel = self.query_one(GpuPanel)
