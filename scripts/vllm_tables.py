@@ -18,7 +18,9 @@ string, a path, a dict or an import name is refused unless tunelab's policy know
   sizes, MLA, sinks, attention types, GPU architectures) and ROCm's priority order, from the
   classes' own predicates (``scripts/vllm_attention.py``);
 - config refusals: whether the release's ``SchedulerConfig`` refuses a relation tunelab names
-  (batched tokens below max-num-seqs ...) and its sentence (``scripts/vllm_config_checks.py``).
+  (batched tokens below max-num-seqs ...) and its sentence (``scripts/vllm_config_checks.py``);
+- platforms: whether each platform runs static CUDA graphs, and the attention backends the CPU
+  platform can return whatever was asked (``scripts/vllm_platforms.py``, read with ``ast``).
 
 Run it with the interpreter that has the vLLM release (it imports vLLM, so tunelab never does)::
 
@@ -47,6 +49,7 @@ from typing import Any
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import vllm_attention  # the sibling modules, found from any working directory
 import vllm_config_checks
+import vllm_platforms
 
 OUT_DIR = pathlib.Path(__file__).resolve().parent.parent / "tuner" / "vllm_tables"
 _NONE = type(None)
@@ -372,6 +375,7 @@ def build() -> dict[str, Any]:
             "async_scheduling_speculative": vllm_config_checks.async_scheduling(),
         },
         "quantization": vllm_config_checks.quantization(),
+        "platforms": vllm_platforms.platform_table(pathlib.Path(vllm.__file__).parent),
     }
 
 

@@ -23,6 +23,7 @@ from tuner.vllm_tables.attention import LayerFacts
 MI300X = Target("0.32.0", "rocm", 8, 192.0, gpu_arch="gfx942", gpu_name="MI300X")
 MI250X = Target("0.32.0", "rocm", 8, 64.0, gpu_arch="gfx90a", gpu_name="MI250X")
 FA = {"attention-backend": "ROCM_AITER_FA"}
+CPU = Target("0.32.0", "cpu", 1)
 
 CASES = [
     Case("attention-backend-invalid", True, engine=FA, model="phi3", target=MI300X, id="head-96"),
@@ -176,7 +177,41 @@ CASES = [
         target=MI300X,
         id="unset-vllm-turns-it-off",
     ),
+    # The platform classes' overrides (the table's ``platforms``, scripts/vllm_platforms.py).
+    Case(
+        "platform-overrides-value",
+        True,
+        engine={"attention-backend": "TORCH_SDPA"},
+        target=CPU,
+        severity=Severity.WARNING,
+        fix={"attention-backend": None},
+        id="cpu-runs-cpu-attn",
+    ),
+    Case(
+        "platform-overrides-value",
+        True,
+        engine={"cudagraph-mode": "FULL"},
+        target=CPU,
+        severity=Severity.WARNING,
+        fix={"cudagraph-mode": None},
+        id="cpu-has-no-static-graphs",
+    ),
+    Case("platform-overrides-value", False, engine={"attention-backend": "CPU_ATTN"}, target=CPU),
+    Case("platform-overrides-value", False, engine={"cudagraph-mode": "FULL"}, target=MI300X),
 ]
+
+
+def test_platform_overrides_are_the_platform_classes_words() -> None:
+    release = table("0.32.0")
+    assert release.platforms["cpu"]["static_graphs"] is False
+    assert release.platforms["rocm"]["static_graphs"] is True
+    assert release.platforms["cuda"]["static_graphs"] is True
+    assert set(release.platforms["cpu"]["attention_backends"]) >= {"CPU_ATTN"}
+    said = release.platform_override("attention-backend", "TORCH_SDPA", "cpu")
+    assert said is not None and '"Cannot use TORCH_SDPA backend on CPU."' in said
+    assert release.platform_override("attention-backend", "ROCM_ATTN", "rocm") is None
+    assert release.platform_default("cudagraph-mode", "cpu") == "NONE"
+    assert release.platform_default("cudagraph-mode", "rocm") is None
 
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)

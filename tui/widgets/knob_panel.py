@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from rich.text import Text
@@ -32,7 +32,7 @@ from tui.widgets.parking import Parking
 from tuner import knobs as catalogue
 from tuner.config import ConfigError, EngineConfig
 from tuner.knobs import Availability, Knob, ValueType
-from tuner.knobs.value_sets import backend_platforms
+from tuner.lab import checks
 
 
 def value_text(value: Any) -> str:
@@ -67,6 +67,7 @@ class KnobRow(Horizontal, Parking):
         self.knob = knob
         self.choices = choices
         self.not_here: frozenset[str] = frozenset()
+        self.value_reasons: dict[str, str] = {}  # ⊘ value -> why it will not run as named
         self.availability = Availability(catalogue.AvailabilityStatus.AVAILABLE)
 
     def compose(self) -> ComposeResult:
@@ -104,8 +105,15 @@ class KnobRow(Horizontal, Parking):
     def control(self) -> Switch | Select[str] | Input:
         return self.query_one("Switch, Select, Input")  # type: ignore[return-value]
 
-    def set_choices(self, choices: tuple[str, ...], not_here: frozenset[str]) -> None:
-        """Offer ``choices`` (the target vLLM's), those in ``not_here`` last, marked ⊘ and dimmed.
+    def set_choices(
+        self,
+        choices: tuple[str, ...],
+        marks: Mapping[str, str],
+        prompt: str | None = None,
+    ) -> None:
+        """Offer ``choices`` (the target vLLM's), those in ``marks`` last, marked ⊘ and dimmed
+        (``marks``: value -> why it will not run as named here, shown in the help line);
+        ``prompt``: what "default" resolves to on the target.
 
         A name that exists but does not apply to the platform stays selectable (a
         preset may target another node) but never reads as a normal choice (B7).
@@ -113,14 +121,20 @@ class KnobRow(Horizontal, Parking):
         control = self.control
         if self.tristate or not isinstance(control, Select):
             return
+        not_here = frozenset(marks)
+        self.value_reasons = dict(marks)
         current = control.value
         ordered = tuple(c for c in choices if c not in not_here) + tuple(
             c for c in choices if c in not_here
         )
         if current is not Select.NULL and str(current) not in ordered:
             ordered = (*ordered, str(current))  # never drop what the config holds
-        if ordered == self.choices and not_here == self.not_here:
+        new_prompt = prompt is not None and prompt != control.prompt
+        if ordered == self.choices and not_here == self.not_here and not new_prompt:
             return
+        if prompt is not None:
+            control.prompt = prompt
+        self.tooltip = self.help_text()
         self.choices, self.not_here = ordered, not_here
         options = [
             (Text.assemble(("⊘ ", "yellow"), (c, "dim")) if c in not_here else Text(c), c)
@@ -145,7 +159,11 @@ class KnobRow(Horizontal, Parking):
         self.mark(catalogue.available(self.knob, version, platform))
         if version and self.knob.type is ValueType.CHOICE:
             choices = catalogue.choices_for(self.knob, version)
-            self.set_choices(choices, not_on_platform(self.knob, choices, platform))
+            self.set_choices(
+                choices,
+                checks.value_marks(self.knob, choices, version, platform),
+                checks.default_text(self.knob, version, platform),
+            )
 
     def _name_text(self) -> Text:
         """The key, after a ⊘ when the knob has no effect on the target."""
@@ -169,6 +187,8 @@ class KnobRow(Horizontal, Parking):
             parts.append(f"[n/a: {self.availability.reason}]")
         elif self.availability.note:
             parts.append(f"[{self.availability.note}]")
+        for value, why in self.value_reasons.items():
+            parts.append(f"[⊘ {value}: {why}]")
         if self.knob.source:
             parts.append(f"({self.knob.cited_source})")
         return " ".join(parts)
@@ -385,15 +405,6 @@ class KnobPanel(VerticalScroll):
 def _rows_ready(rows: Iterable[KnobRow]) -> list[KnobRow]:
     """Rows whose on_mount has run: a row still mounting reads the panel's state itself."""
     return [row for row in rows if row.is_mounted]
-
-
-def not_on_platform(knob: Knob, choices: tuple[str, ...], platform: str | None) -> frozenset[str]:
-    """Values of ``knob`` that exist but do not run on ``platform`` (attention backends)."""
-    if not platform or knob.extra.get("value_set") != "attention_backends":
-        return frozenset()
-    return frozenset(
-        c for c in choices if (where := backend_platforms(c)) is not None and platform not in where
-    )
 
 
 def _has(items: tuple[Knob, ...], key: str) -> bool:

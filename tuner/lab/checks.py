@@ -15,8 +15,11 @@ from collections.abc import Mapping, Sequence
 
 from tuner.bench.workload import Workload
 from tuner.config import EngineConfig
+from tuner.knobs import Knob
+from tuner.knobs.value_sets import backend_platforms
 from tuner.model import ModelInfo
 from tuner.rules import Finding, Severity, Target, WorkloadShape, check, has_errors
+from tuner.vllm_tables import exact
 
 INVALID_RULE = "invalid-value"
 INVALID_SOURCE = "tunelab knob catalogue (the knob's type and range: `tunelab knobs`)"
@@ -96,3 +99,41 @@ def no_findings_text(model: ModelInfo | None, target: Target) -> str:
     if not missing:
         return "No findings: the rules see nothing wrong with this config."
     return f"No findings, but without {' and '.join(missing)} the rules that need them stay silent."
+
+
+def value_marks(
+    knob: Knob, choices: Sequence[str], version: str | None, platform: str | None
+) -> dict[str, str]:
+    """The values of ``knob`` that will not run as named on ``platform``, each with why.
+
+    Two kinds, both offered still (a preset may be meant for another node) but marked
+    before any engine starts: a backend that exists only on other platforms (the
+    catalogue), and a value the platform's vLLM replaces with its own (the release's
+    platform classes: tuner.vllm_tables ``platform_override``; CPU runs CPU_ATTN and
+    cudagraph NONE whatever is asked).
+    """
+    marks: dict[str, str] = {}
+    if not platform:
+        return marks
+    if knob.extra.get("value_set") == "attention_backends":
+        for choice in choices:
+            where = backend_platforms(choice)
+            if where is not None and platform not in where:
+                marks[choice] = f"{choice} exists only on {', '.join(sorted(where))}"
+    release = exact(version)
+    if release is not None:
+        for choice in choices:
+            why = release.platform_override(knob.key, choice, platform)
+            if why and choice not in marks:
+                marks[choice] = why
+    return marks
+
+
+def default_text(knob: Knob, version: str | None, platform: str | None) -> str:
+    """What "default" means for ``knob`` on the target: the value vLLM resolves there when the
+    platform decides it (``default (NONE on cpu)``), else the catalogue's default."""
+    release = exact(version)
+    resolved = release.platform_default(knob.key, platform) if release is not None else None
+    if resolved is not None:
+        return f"default ({resolved} on {platform})"
+    return f"default{'' if knob.default is None else f' ({knob.default})'}"

@@ -2,9 +2,9 @@
 
 Whether a backend can take the model at all (head size, KV-cache dtype, block size, MLA,
 sinks, attention type, GPU architecture, KV connectors) is read from the release's generated
-table (:mod:`tuner.vllm_tables.attention`), never from the guides. Two rules: a backend the
-config names that vLLM would refuse, and (on ROCm) a layer no backend in the priority list
-takes. The same facts validate every fix the other rules propose (:func:`fix_refusal`), so a
+table (:mod:`tuner.vllm_tables.attention`), never from the guides. Three rules: a backend the
+config names that vLLM would refuse, (on ROCm) a layer no backend in the priority list
+takes, and a backend or cudagraph mode the platform's vLLM replaces with its own (CPU). The same facts validate every fix the other rules propose (:func:`fix_refusal`), so a
 suggested backend is one vLLM starts with.
 """
 
@@ -15,9 +15,14 @@ from typing import Any
 
 from tuner.rules.backend_facts import BACKEND_KEYS, attention_table, layer_facts, rocm_pick
 from tuner.rules.base import AITER, Context, rule
+from tuner.rules.cudagraph import cudagraph_mode
 from tuner.rules.types import Finding, Severity
 from tuner.vllm_tables import exact
 from tuner.vllm_tables.attention import ROCM_SOURCE, SOURCE
+
+PLATFORM_SOURCE = "vLLM's platform classes (vllm/platforms/*.py; scripts/vllm_platforms.py)"
+# Where else a config can name the same setting (the fix clears them all).
+_ALIASES = {"attention-backend": ("VLLM_ATTENTION_BACKEND",)}
 
 
 def _why(reasons: Mapping[str, list[str]]) -> str:
@@ -84,3 +89,28 @@ def fix_refusal(ctx: Context, fix: Mapping[str, Any]) -> str | None:
         picked, passed = rocm_pick(fixed, table, facts)
         return _why(passed) if picked is None and passed else None
     return None
+
+
+@rule("platform-overrides-value")
+def platform_overrides(ctx: Context) -> Iterator[Finding]:
+    """A backend or cudagraph mode the target platform's vLLM replaces with its own.
+
+    Read from the platform classes of the target's release (tuner.vllm_tables
+    ``platforms``): on CPU vLLM runs CPU_ATTN (or its MLA backends) whatever
+    ``--attention-backend`` says and NONE whatever ``cudagraph-mode`` says. The run
+    would start, and measure something other than what the config asks for.
+    """
+    release = exact(ctx.target.vllm_version)
+    if release is None or not ctx.platform:
+        return
+    asked = {"attention-backend": ctx.backend, "cudagraph-mode": cudagraph_mode(ctx)}
+    for knob, value in asked.items():
+        why = release.platform_override(knob, value, ctx.platform) if value else None
+        if why:
+            yield Finding(
+                Severity.WARNING,
+                (knob,),
+                f"{knob} {value} has no effect here: {why}",
+                PLATFORM_SOURCE,
+                dict.fromkeys(k for k in (knob, *_ALIASES.get(knob, ())) if ctx.is_set(k)),
+            )

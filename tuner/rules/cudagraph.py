@@ -27,7 +27,8 @@ def _support(ctx: Context, backend: str) -> str | None:
     return support
 
 
-def _mode(ctx: Context) -> str | None:
+def cudagraph_mode(ctx: Context) -> str | None:
+    """The mode the config asks for (``cudagraph-mode`` or the compilation config's), upper-case."""
     raw = ctx.config.engine.get("cudagraph-mode")
     comp = ctx.config.engine.get("compilation-config")
     if raw is None and isinstance(comp, dict):
@@ -38,7 +39,7 @@ def _mode(ctx: Context) -> str | None:
 @rule("cudagraph-mode-vs-backend")
 def mode_vs_backend(ctx: Context) -> Iterator[Finding]:
     """Full graphs on a backend that cannot take them: error or a silent downgrade."""
-    mode = _mode(ctx)
+    mode = cudagraph_mode(ctx)
     backend = ctx.effective_backend()
     if mode not in FULL_MODES or not backend:
         return
@@ -76,7 +77,7 @@ def mode_vs_backend(ctx: Context) -> Iterator[Finding]:
 @rule("cudagraph-mode-with-enforce-eager")
 def mode_with_eager(ctx: Context) -> Iterator[Finding]:
     """enforce-eager turns graphs off whatever cudagraph-mode says."""
-    mode = _mode(ctx)
+    mode = cudagraph_mode(ctx)
     if ctx.flag("enforce-eager", False) and mode and mode != "NONE":
         yield Finding(
             Severity.WARNING,

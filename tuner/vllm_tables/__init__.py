@@ -43,6 +43,8 @@ class VllmTable:
             ``SchedulerConfig`` answers it (scripts/vllm_config_checks.py).
         quantization: ``--quantization`` methods, the deprecated ones, and per platform the
             supported ones with vLLM's refusal (scripts/vllm_config_checks.py).
+        platforms: Per platform (cpu, cuda, rocm): whether it runs static CUDA graphs and the
+            attention backends it can return whatever was asked (scripts/vllm_platforms.py).
     """
 
     version: str
@@ -52,6 +54,46 @@ class VllmTable:
     attention: AttentionTable | None = None
     config_refusals: Mapping[str, Any] = field(default_factory=dict)
     quantization: Mapping[str, Any] = field(default_factory=dict)
+    platforms: Mapping[str, Any] = field(default_factory=dict)
+
+    def platform_override(self, knob: str, value: str, platform: str | None) -> str | None:
+        """What ``platform``'s vLLM runs instead of ``knob=value`` and why; None when it runs
+        the value (or this table did not read the platform).
+
+        Two overrides are read from the platform classes: a platform without static
+        graphs runs ``cudagraph-mode`` NONE, and the CPU platform runs one of its own
+        attention backends whatever ``--attention-backend`` names.
+        """
+        facts = self.platforms.get(platform or "")
+        if not facts:
+            return None
+        text = value.strip().upper()
+        if knob == "cudagraph-mode" and facts.get("static_graphs") is False and text != "NONE":
+            return (
+                f"vLLM {self.version} runs cudagraph_mode NONE on {platform}: the platform has "
+                f"no static graph mode ({facts['source']}.support_static_graph_mode)"
+            )
+        backends = facts.get("attention_backends")
+        if knob == "attention-backend" and backends and text not in backends:
+            plain = [b for b in backends if "MLA" not in b]
+            mla = [b for b in backends if "MLA" in b]
+            runs = " or ".join(plain) + (f" (MLA models: {' or '.join(mla)})" if mla else "")
+            return (
+                f"vLLM {self.version} on {platform} runs {runs} whatever --attention-backend "
+                f'names ("Cannot use {text} backend on {platform.upper()}.", '
+                f"{facts['source']}.get_attn_backend_cls)"
+            )
+        return None
+
+    def platform_default(self, knob: str, platform: str | None) -> str | None:
+        """The value ``platform``'s vLLM resolves ``knob`` to whatever its own default says
+        (None: the knob's catalogue default stands, or unknown)."""
+        facts = self.platforms.get(platform or "")
+        if knob == "cudagraph-mode" and facts and facts.get("static_graphs") is False:
+            return "NONE"
+        if knob == "attention-backend" and facts and facts.get("attention_backends"):
+            return "CPU_ATTN" if "CPU_ATTN" in facts["attention_backends"] else None
+        return None
 
     def quantization_refusal(self, method: str, platform: str | None) -> str | None:
         """vLLM's sentence refusing ``--quantization method`` on ``platform`` (None: allowed,
@@ -130,6 +172,7 @@ def table(version: str | None = None) -> VllmTable:
         attention=AttentionTable.from_json(data.get("attention")),
         config_refusals=data.get("config_refusals", {}),
         quantization=data.get("quantization", {}),
+        platforms=data.get("platforms", {}),
     )
 
 
