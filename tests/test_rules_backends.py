@@ -197,6 +197,13 @@ CASES = [
         id="cpu-has-no-static-graphs",
     ),
     Case("platform-overrides-value", False, engine={"attention-backend": "CPU_ATTN"}, target=CPU),
+    Case(  # a CUDA backend on CPU: attention-backend-unavailable's error says it, once
+        "platform-overrides-value",
+        False,
+        engine={"attention-backend": "FLASH_ATTN"},
+        target=CPU,
+        id="other-platforms-backend",
+    ),
     Case("platform-overrides-value", False, engine={"cudagraph-mode": "FULL"}, target=MI300X),
 ]
 

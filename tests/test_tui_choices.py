@@ -60,7 +60,7 @@ async def test_backend_choices_are_the_installed_versions_with_other_platforms_m
         graph_knob = catalogue.get("cudagraph-mode")
         assert graph_knob is not None
         assert graph_select.prompt == checks.default_text(graph_knob, "0.32.0", "cpu")
-        assert graph_select.prompt == "default (NONE on cpu)"
+        assert graph_select.prompt == "default (NONE)"
         shown = dict((v, p) for p, v in _options(graph_select))
         assert shown["FULL"].startswith("⊘") and not shown["NONE"].startswith("⊘")
         # Still selectable (a preset for another node), and the value is the plain name.

@@ -131,9 +131,9 @@ def value_marks(
 
 def default_text(knob: Knob, version: str | None, platform: str | None) -> str:
     """What "default" means for ``knob`` on the target: the value vLLM resolves there when the
-    platform decides it (``default (NONE on cpu)``), else the catalogue's default."""
+    platform decides it (``default (NONE)`` on CPU), else the catalogue's default."""
     release = exact(version)
     resolved = release.platform_default(knob.key, platform) if release is not None else None
     if resolved is not None:
-        return f"default ({resolved} on {platform})"
+        return f"default ({resolved})"
     return f"default{'' if knob.default is None else f' ({knob.default})'}"

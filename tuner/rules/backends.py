@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from tuner.knobs.value_sets import backend_platforms
 from tuner.rules.backend_facts import BACKEND_KEYS, attention_table, layer_facts, rocm_pick
 from tuner.rules.base import AITER, Context, rule
 from tuner.rules.cudagraph import cudagraph_mode
@@ -103,7 +104,11 @@ def platform_overrides(ctx: Context) -> Iterator[Finding]:
     release = exact(ctx.target.vllm_version)
     if release is None or not ctx.platform:
         return
-    asked = {"attention-backend": ctx.backend, "cudagraph-mode": cudagraph_mode(ctx)}
+    backend = ctx.backend
+    where = backend_platforms(backend) if backend else None
+    if where is not None and ctx.platform not in where:
+        backend = None  # a backend of other platforms: attention-backend-unavailable says so
+    asked = {"attention-backend": backend, "cudagraph-mode": cudagraph_mode(ctx)}
     for knob, value in asked.items():
         why = release.platform_override(knob, value, ctx.platform) if value else None
         if why:
