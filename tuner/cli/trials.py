@@ -26,7 +26,6 @@ from tuner.cli.guard_view import guard_cell, guard_json, study_guards
 from tuner.cli.safe_text import clean, markup
 from tuner.cli.study_output import jsonable
 from tuner.engine import effective
-from tuner.lab.execute import describe, stored_plans
 from tuner.lab.study import Study
 from tuner.trials.export import to_csv, to_json
 from tuner.trials.guard_check import guard_of, trial_verdict
@@ -109,6 +108,9 @@ def results_command(
             return
         _print_table(trials, store.path, study, guards)
         if study is not None:
+            # Deferred: the plans load every study module; only a study's listing needs them.
+            from tuner.lab.execute import describe, stored_plans
+
             for plan in stored_plans(store, study).values():  # the design the study ran with
                 Console(highlight=False).print(f"design {markup(describe(plan))}")
 
