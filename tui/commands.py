@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.content import Content
 
@@ -123,7 +123,7 @@ ACTIONS: tuple[ActionSpec, ...] = (
 )
 
 
-def bindings() -> list[Binding]:
+def bindings() -> list[BindingType]:
     """The app's bindings, with ids (so users can remap them in a keymap file)."""
     return [
         Binding(spec.key, spec.action, spec.title, show=spec.show, id=f"tunelab.{spec.action}")

@@ -99,7 +99,7 @@ class EngineConfig:
         blob = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
-    def with_values(self, values: Mapping[str, EngineValue]) -> EngineConfig:
+    def with_values(self, values: Mapping[str, EngineValue | None]) -> EngineConfig:
         """A copy with ``values`` applied (env or engine by the key's shape); None removes."""
         env = dict(self.env)
         engine = dict(self.engine)
@@ -275,7 +275,9 @@ def parse_value(text: str) -> EngineValue:
         return low == "true"
     if stripped.startswith(("{", "[")):
         try:
-            return json_loads(stripped, what="value")
+            # Text that opens with { or [ and parses whole is an object or an array.
+            value: dict[str, Any] | list[Any] = json_loads(stripped, what="value")
+            return value
         except ValueError as exc:
             raise ConfigError(
                 f"value {text[:80]!r} looks like JSON but is not valid: {getattr(exc, 'msg', exc)}"

@@ -100,7 +100,8 @@ class JobsView(Screen[None]):
         table = self.query_one("#jobs-table", DataTable)
         if not self.jobs or table.cursor_row < 0:
             return None
-        return self.jobs[min(table.cursor_row, len(self.jobs) - 1)]["id"]
+        job_id: str = self.jobs[min(table.cursor_row, len(self.jobs) - 1)]["id"]
+        return job_id
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         job_id = self._selected()

@@ -91,6 +91,8 @@ class MainScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         session = self.session
+        # The start workload (Session's default); only an edit in its panel makes it None.
+        assert session.workload is not None
         yield StatusBar(id="status")
         yield GpuPanel(id="gpus")
         with Body(id="body"):
@@ -313,7 +315,7 @@ class MainScreen(Screen[None]):
             self._backend = event.actual or event.requested
             panel.stage(getattr(self, "_stage", "ready"), self._backend)
         elif isinstance(event, ev.TrialLog):
-            panel.log(event.line)
+            panel.engine_line(event.line)
         elif isinstance(event, ev.TrialProgress):
             p = event.progress
             panel.progress(p.done, p.total)
@@ -324,7 +326,7 @@ class MainScreen(Screen[None]):
             panel.note(result_line(trial), at=at)
         elif isinstance(event, ev.TrialFailed):
             panel.stage("failed", None, event.reason, at=at)
-            panel.log(f"FAILED: {event.reason}")
+            panel.engine_line(f"FAILED: {event.reason}")
         elif isinstance(event, ev.StudyStatus):
             panel.study_status(event)
             self.query_one(GpuPanel).occupy(event.by_gpu())

@@ -22,7 +22,8 @@ def suggest(knob: Knob, current: EngineValue | None) -> str:
         values = "0,1" if knob.kind == "env" else "false,true"
     elif knob.type is ValueType.CHOICE:
         values = ",".join(choices_for(knob)[:3])
-    elif knob.type is ValueType.INT:
+    elif knob.type is ValueType.INT and not isinstance(current, dict | list):
+        # (a table or list where a number belongs is shown as text, as other kinds are)
         base = int(current if current is not None else (knob.default or 64))
         values = ",".join(str(v) for v in sorted({max(1, base // 2), base, base * 2}))
     else:

@@ -32,11 +32,11 @@ class ParetoPlot(PlotextPlot):
 
     def show(self, trials: Sequence[Any]) -> list[Any]:
         """Plot the finished trials; returns the trials on the front."""
-        rows = [
-            (t, metric(t, LATENCY), metric(t, THROUGHPUT))
-            for t in trials
-            if metric(t, LATENCY) is not None and metric(t, THROUGHPUT) is not None
-        ]
+        rows: list[tuple[Any, float, float]] = []
+        for t in trials:
+            latency, throughput = metric(t, LATENCY), metric(t, THROUGHPUT)
+            if latency is not None and throughput is not None:
+                rows.append((t, latency, throughput))
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()

@@ -397,8 +397,12 @@ class RunPanel(Vertical):
         line.append(clean(text), style=style)  # failure reasons quote the engine and servers
         self.query_one("#run-log", RichLog).write(line)
 
-    def log(self, line: str) -> None:
-        """One engine log line: kept for the log view (`l`), not shown here."""
+    def engine_line(self, line: str) -> None:
+        """One engine log line: kept for the log view (`l`), not shown here.
+
+        Not ``log``: that name is Textual's logger (``self.log.warning(...)``), which
+        Textual itself calls on a widget.
+        """
         if line.startswith("FAILED: "):  # the screen's failure note is tunelab's, not vLLM's
             return
         self.engine_log.add(line)

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 from tuner.bench.workload import Workload, WorkloadError, parse_slo
 
 if TYPE_CHECKING:
+    from tuner.bench.errors import BenchError
     from tuner.bench.progress import BenchProgress
-    from tuner.bench.runner import BenchError, BenchResult, run_benchmark
+    from tuner.bench.runner import BenchResult, run_benchmark
 
 __all__ = [
     "BenchError",

@@ -92,10 +92,12 @@ def _error_message(body: bytes) -> str:
         return text[:300]
     if isinstance(data, dict):
         err = data.get("error", data)
-        if isinstance(err, dict) and isinstance(err.get("message"), str):
-            return err["message"][:300]
-        if isinstance(data.get("message"), str):
-            return data["message"][:300]
+        message = err.get("message") if isinstance(err, dict) else None
+        if isinstance(message, str):
+            return message[:300]
+        message = data.get("message")
+        if isinstance(message, str):
+            return message[:300]
     return text[:300]
 
 

@@ -186,8 +186,7 @@ def _trace_rows(path: str) -> list[tuple[float, int, int]]:
     rows: list[tuple[float, int, int]] = []
     for rec in _records(path):
         ts = rec.get("timestamp")
-        finite = isinstance(ts, int | float) and not isinstance(ts, bool) and abs(ts) < 1e15
-        if not finite:
+        if not (isinstance(ts, int | float) and not isinstance(ts, bool) and abs(ts) < 1e15):
             raise WorkloadError(f"{path} line {rec['_line']}: timestamp must be seconds")
         rows.append((float(ts), _length(rec, "input_len", path), _length(rec, "output_len", path)))
     rows.sort()

@@ -143,8 +143,8 @@ def local_server_pids(url: str) -> set[int]:
     except (psutil.Error, OSError):
         return set()
     for conn in conns:
-        listening = conn.status == psutil.CONN_LISTEN and conn.laddr
-        if listening and conn.laddr.port == port and conn.pid:
+        laddr = conn.laddr  # an empty tuple when the socket has no address
+        if conn.status == psutil.CONN_LISTEN and laddr and laddr.port == port and conn.pid:
             return _tree(conn.pid)
     return set()
 

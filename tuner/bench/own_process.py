@@ -33,8 +33,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from tuner.bench.errors import BenchError
 from tuner.bench.progress import BenchProgress
-from tuner.bench.runner import BenchError, BenchResult, run_benchmark
+from tuner.bench.runner import BenchResult, run_benchmark
 from tuner.bench.workload import Workload
 from tuner.bounded import loads
 

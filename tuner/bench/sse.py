@@ -325,7 +325,7 @@ def finish_record(rec: RequestRecord, sink: SseSink) -> None:
     if chunks > flood_limit(bound):
         what = f"max_tokens {bound}" if tokens is None else f"{tokens} tokens (its usage)"
         rec.fail("chunk flood", f"{chunks} chunks with text for {what}; not a token stream")
-    if not chunks and not sink.saw_done and sink.buf.lstrip()[:1] in (b"{", b"["):
+    if not chunks and not sink.saw_done and bytes(sink.buf.lstrip()[:1]) in (b"{", b"["):
         rec.fail(
             "no tokens", "the answer was plain JSON, not an event stream (stream: true ignored)"
         )

@@ -132,7 +132,8 @@ class Workload:
     warmup_requests: int = 0
     seed: int = 0
     dataset_path: str | None = None
-    dataset_kind: DatasetKind = DatasetKind.AUTO
+    # Text is accepted (the CLI, JSON) and held as the enum from __post_init__ on.
+    dataset_kind: DatasetKind | str = DatasetKind.AUTO
     prefix_groups: int = 0
     prefix_len: int = 0
     endpoint: Endpoint = "completions"

@@ -11,13 +11,17 @@ of them; a command module therefore imports at its top like any other module.
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
-import click
 import typer
 import typer.main
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from tuner import __version__
+
+if TYPE_CHECKING:
+    # Typer's own copy of Click: its groups take and give these, not the click package's.
+    from typer import _click
 
 # Command -> (the module of tuner/cli that defines it, the summary `tunelab --help`
 # lists), in --help order. The summary is the command's docstring's first line;
@@ -103,10 +107,10 @@ COMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(COMMANDS.values()))
 SETTINGS = {"add_completion": False, "pretty_exceptions_enable": False, "rich_markup_mode": "rich"}
 
 
-_LOADED: dict[str, click.Group] = {}
+_LOADED: dict[str, TyperGroup] = {}
 
 
-def _module_commands(module: str) -> click.Group:
+def _module_commands(module: str) -> TyperGroup:
     """The commands ``tuner.cli.<module>`` defines, imported and built once."""
     if module not in _LOADED:
         sub = typer.Typer(**SETTINGS)  # type: ignore[arg-type]
@@ -124,20 +128,20 @@ class LazyCommands(TyperGroup):
 
     _listing = False
 
-    def list_commands(self, ctx: click.Context) -> list[str]:
+    def list_commands(self, ctx: _click.Context) -> list[str]:
         eager = super().list_commands(ctx)
         return [*eager, *(name for name in COMMANDS if name not in eager)]
 
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+    def get_command(self, ctx: _click.Context, cmd_name: str) -> _click.Command | None:
         found = super().get_command(ctx, cmd_name)
         if found is not None or cmd_name not in COMMANDS:
             return found
         module, summary = COMMAND_TABLE[cmd_name]
         if self._listing and module not in _LOADED:
-            return click.Command(cmd_name, help=summary)  # a line of the listing, nothing to run
+            return TyperCommand(cmd_name, help=summary)  # a line of the listing, nothing to run
         return _module_commands(module).commands.get(cmd_name)
 
-    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+    def format_help(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
         self._listing = True
         try:
             super().format_help(ctx, formatter)

@@ -130,7 +130,8 @@ def _installed_choices(knob: Knob, info: VllmInfo | None) -> tuple[str, ...] | N
     name = knob.extra.get("value_set")
     if info is None or not name:
         return None
-    return getattr(info, VALUE_SET_FIELDS[name])
+    installed: tuple[str, ...] | None = getattr(info, VALUE_SET_FIELDS[name])
+    return installed
 
 
 _STATUS_STYLE = {
@@ -189,4 +190,5 @@ def _values_text(row: dict[str, Any]) -> str:
         return f"{row['type']} ≥ {low:g}"
     if high is not None:
         return f"{row['type']} ≤ {high:g}"
-    return row["type"]
+    kind: str = row["type"]
+    return kind

@@ -26,8 +26,10 @@ from tuner.cli.consent_options import AllowCodeOpt as AllowCodeOpt
 from tuner.cli.consent_options import AllowEnvOpt as AllowEnvOpt
 from tuner.cli.consent_options import grant_consent as grant_consent
 from tuner.config import EngineConfig
+from tuner.cpu_demo import demo_config
 from tuner.errors import TunelabError
-from tuner.guard.settings import DEFAULT_GUARD_TOKENS, MAX_GUARD_TOKENS, GuardSettings
+from tuner.guard.probes import DEFAULT_GUARD_TOKENS
+from tuner.guard.settings import MAX_GUARD_TOKENS, GuardSettings
 from tuner.introspect import IntrospectError, introspect
 from tuner.lab import config as lab_config
 from tuner.lab.limits import MAX_STARTUP_TIMEOUT_S
@@ -255,7 +257,7 @@ def make_config(
 
     def default() -> EngineConfig:
         if _no_gpu():
-            return lab_config.demo_config()
+            return demo_config()
         raise usage_error(
             command, "no model given: pass --model ID|PATH or --preset FILE (a GPU is present)"
         )

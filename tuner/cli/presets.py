@@ -273,8 +273,16 @@ def _analyze(preset: Preset, model_config: str | None) -> tuple[Any, str]:
 def _rules(preset: Preset, model: Any, target: Target) -> list[Finding]:
 
     stored = preset.workload or {}
-    fields = ("input_len", "output_len", "concurrency", "goal")
-    workload = WorkloadShape(**{k: stored.get(k) for k in fields}) if stored else None
+    workload = (
+        WorkloadShape(
+            input_len=stored.get("input_len"),
+            output_len=stored.get("output_len"),
+            concurrency=stored.get("concurrency"),
+            goal=stored.get("goal"),
+        )
+        if stored
+        else None
+    )
     return rules_findings(preset.config, model, target, workload)
 
 

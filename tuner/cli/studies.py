@@ -341,6 +341,7 @@ def tune_command(
     )
     workload = wl.build("tune", goodput)
     base = opt.make_config("tune", preset, model, set_items)
+    # space.fixed (a dict[str, Any]) less its workload keys; the lab helper types it as object.
     fixed = plan_input.without_workload_keys(space.fixed)
     _refuse_points("tune", base.with_values(fixed), space.params)
     guard = opt.GuardArgs(no_guard, guard_prompts, guard_tokens).settings("tune")

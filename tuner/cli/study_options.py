@@ -82,7 +82,10 @@ MinEffectOpt = Annotated[
 
 def _study_name(kind: str) -> typer.models.OptionInfo:
     """``--study`` of a study command whose default name is ``<kind>-<time>`` (tuner.lab.plans)."""
-    return typer.Option("--study", help=f"Study name (default {kind}-<time>).")
+    option: typer.models.OptionInfo = typer.Option(
+        "--study", help=f"Study name (default {kind}-<time>)."
+    )
+    return option
 
 
 AbStudyOpt = Annotated[str | None, _study_name("ab")]

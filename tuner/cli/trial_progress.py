@@ -175,4 +175,4 @@ class TrialProgressDisplay:
             for finding in event.findings:
                 log(f"  [red]•[/] {escape(finding.message)}")
         elif self.show_log and hasattr(event, "line"):
-            log(f"[dim]{escape(event.line)}[/]")  # type: ignore[attr-defined]
+            log(f"[dim]{escape(event.line)}[/]")

@@ -151,7 +151,8 @@ def guard_table(g: TrialGuard) -> dict[str, Any] | None:
         mean_abs_dlogprob=v.mean_abs_dlogprob,
         baseline_trial=g.baseline_id,
     )
-    return _clean(table)
+    cleaned: dict[str, Any] = _clean(table)  # a dict stays a dict
+    return cleaned
 
 
 def _ran(trial: Trial) -> dict[str, Any]:
@@ -171,8 +172,8 @@ def _ran(trial: Trial) -> dict[str, Any]:
 
 
 def _noise(trial: Trial, repeats: list[Trial]) -> dict[str, Any] | None:
-    values = [(t.id, metric(t, trial.objective)) for t in repeats]
-    values = [(i, v) for i, v in values if v is not None]
+    measured = [(t.id, metric(t, trial.objective)) for t in repeats]
+    values = [(i, v) for i, v in measured if v is not None]
     noise = RepeatNoise.of([v for _, v in values])
     if noise is None:
         return None

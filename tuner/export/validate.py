@@ -123,7 +123,7 @@ def validate_text(
         )
     except tomllib.TOMLDecodeError as exc:
         match = re.search(r"line (\d+)", str(exc))
-        line = int(match.group(1)) if match else None
+        error_line = int(match.group(1)) if match else None
         return ValidationResult(
             None,
             [
@@ -132,7 +132,7 @@ def validate_text(
                     f"not valid TOML: {exc}",
                     "check quotes, brackets and '=' on that line (strings need quotes: "
                     'key = "text")',
-                    line,
+                    error_line,
                 )
             ],
             lines=lines,

@@ -9,18 +9,39 @@ flag is at least as old as 0.10.0.
 
 from __future__ import annotations
 
+from typing import Any, TypedDict, Unpack
+
 from tuner.knobs.env_knobs import R0, R1, R2, R3
 from tuner.knobs.types import Knob, KnobKind, Platform, ValueType
 
 GPU = (Platform.ROCM, Platform.CUDA)
 
 
+class _KnobOptions(TypedDict, total=False):
+    """The optional fields of :class:`Knob` an entry below may give."""
+
+    default: Any
+    choices: tuple[str, ...]
+    minimum: float | None
+    maximum: float | None
+    platforms: tuple[Platform, ...]
+    since: str | None
+    until: str | None
+    replacement: str | None
+    extra: dict[str, Any]
+
+
 def _engine(
-    key: str, type_: ValueType, group: str, help_text: str, source: str, **kw: object
+    key: str,
+    type_: ValueType,
+    group: str,
+    help_text: str,
+    source: str,
+    **kw: Unpack[_KnobOptions],
 ) -> Knob:
     return Knob(
         key=key, kind=KnobKind.ENGINE, type=type_, group=group, help=help_text, source=source, **kw
-    )  # type: ignore[arg-type]
+    )
 
 
 ENGINE_KNOBS: tuple[Knob, ...] = (

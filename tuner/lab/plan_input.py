@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from tuner.lab.plans import PlanError
 from tuner.studies.search import objectives_for
@@ -109,6 +110,6 @@ def tune_space(
     return Space([*space.params, *extra], [*space.constraints, *constraints], dict(space.fixed))
 
 
-def without_workload_keys(fixed: dict[str, object]) -> dict[str, object]:
+def without_workload_keys(fixed: dict[str, Any]) -> dict[str, Any]:
     """A space's fixed values that are engine knobs (its workload keys are the workload's)."""
     return {k: v for k, v in fixed.items() if k not in WORKLOAD_KEYS}

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from tuner.errors import TunelabError
 
@@ -98,7 +98,7 @@ def is_whole(value: Any) -> bool:
     return not isinstance(value, float) or (math.isfinite(value) and value.is_integer())
 
 
-def whole_in(value: Any, low: int, high: int) -> bool:
+def whole_in(value: Any, low: int, high: int) -> TypeGuard[int | float]:
     """``value`` is a whole number from ``low`` to ``high``."""
     return is_whole(value) and low <= value <= high
 

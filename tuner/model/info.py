@@ -400,9 +400,8 @@ def from_config(raw: dict[str, Any], *, name: str, source: str, path: Path | Non
     archs = cfg.get("architectures") or []
     arch = archs[0] if archs else None
     model_type = cfg.get("model_type")
-    qcfg = (
-        cfg.get("quantization_config") if isinstance(cfg.get("quantization_config"), dict) else {}
-    )
+    stated_qcfg = cfg.get("quantization_config")
+    qcfg: dict[str, Any] = stated_qcfg if isinstance(stated_qcfg, dict) else {}
     quant = qcfg.get("quant_method") if qcfg else None
     dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")
     notes: list[str] = []

@@ -148,7 +148,15 @@ def estimate_params(cfg: dict[str, Any], moe: MoEInfo | None) -> ParamEstimate:
     )
 
 
-_QUARK_BITS = {"fp8": 8, "int8": 8, "uint8": 8, "int4": 4, "uint4": 4, "fp4": 4.25, "mx": 4.25}
+_QUARK_BITS: dict[str, float] = {
+    "fp8": 8,
+    "int8": 8,
+    "uint8": 8,
+    "int4": 4,
+    "uint4": 4,
+    "fp4": 4.25,
+    "mx": 4.25,
+}
 
 
 def quantized_bits(qcfg: dict[str, Any], dtype: str) -> float | None:
@@ -182,9 +190,9 @@ def quantized_bits(qcfg: dict[str, Any], dtype: str) -> float | None:
         if isinstance(weight, list):
             weight = weight[0] if weight else {}
         name = str(weight.get("dtype") or "").lower()
-        for prefix, bits in _QUARK_BITS.items():
+        for prefix, quark_bits in _QUARK_BITS.items():
             if name.startswith(prefix):
-                return bits
+                return quark_bits
         return 8
     if re.fullmatch(r"w?(\d+)a\d+", method):
         return float(re.findall(r"\d+", method)[0])

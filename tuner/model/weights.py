@@ -183,9 +183,9 @@ def local_weights(directory: Path) -> WeightsMeta | None:
         return WeightsMeta(total, sum(by_dtype.values()), by_dtype, "safetensors")
     if index_data is not None:
         meta = index_data.get("metadata")
-        size = meta.get("total_size") if isinstance(meta, dict) else None
-        if whole_in(size, 1, MAX_TOTAL_BYTES):
-            return WeightsMeta(int(size), None, {}, "index")
+        total_size = meta.get("total_size") if isinstance(meta, dict) else None
+        if whole_in(total_size, 1, MAX_TOTAL_BYTES):
+            return WeightsMeta(int(total_size), None, {}, "index")
     return None
 
 

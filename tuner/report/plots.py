@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import matplotlib
 
@@ -22,6 +23,9 @@ from tuner.foreign_text import one_line
 from tuner.report.data import FrontPoint, GpuTimeline, SweepCurve, TrialRow
 from tuner.studies.ab import ABReport
 from tuner.studies.stats import Verdict
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 # Stable ids and no timestamps: the same store gives byte-identical SVG.
 matplotlib.rcParams["svg.hashsalt"] = "tunelab"
@@ -41,7 +45,7 @@ _COLOURS = {
 }
 
 
-def _svg(fig: plt.Figure) -> str:
+def _svg(fig: Figure) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)

@@ -76,13 +76,13 @@ class Finding:
         """
         if not isinstance(data, dict):
             raise FindingFormatError(f"a finding is a table, not {type(data).__name__}")
-        try:
-            severity = Severity(data.get("severity"))
-        except ValueError:
+        stated = data.get("severity")
+        severities = {s.value: s for s in Severity}
+        if not isinstance(stated, str) or stated not in severities:
             raise FindingFormatError(
-                f"finding severity {data.get('severity')!r} is not one of "
-                f"{', '.join(s.value for s in Severity)}"
-            ) from None
+                f"finding severity {stated!r} is not one of {', '.join(severities)}"
+            )
+        severity = severities[stated]
         knobs, fix = data.get("knobs") or [], data.get("fix")
         text = {k: data.get(k, "") for k in ("message", "source", "rule")}
         if not isinstance(knobs, list | tuple) or not all(isinstance(k, str) for k in knobs):

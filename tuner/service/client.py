@@ -269,10 +269,12 @@ class ServiceClient:
             "env": dict(os.environ),
             "meta": meta or {},
         }
-        return self._call("POST", "/jobs", json_body=body).json()
+        job: dict[str, Any] = self._call("POST", "/jobs", json_body=body).json()  # the queued job
+        return job
 
     def jobs(self) -> list[dict[str, Any]]:
-        return self._call("GET", "/jobs").json()
+        jobs: list[dict[str, Any]] = self._call("GET", "/jobs").json()  # one table per job
+        return jobs
 
     def recorded_jobs(self) -> list[dict[str, Any]]:
         """Every job this user has, oldest first; [] without starting a service when none
@@ -282,10 +284,12 @@ class ServiceClient:
         return sorted(self.jobs(), key=lambda j: j["submitted"])
 
     def job(self, job_id: str) -> dict[str, Any]:
-        return self._call("GET", self._job_url(job_id)).json()
+        job: dict[str, Any] = self._call("GET", self._job_url(job_id)).json()
+        return job
 
     def stop(self, job_id: str) -> dict[str, Any]:
-        return self._call("POST", self._job_url(job_id, "/stop")).json()
+        job: dict[str, Any] = self._call("POST", self._job_url(job_id, "/stop")).json()
+        return job
 
     def log(self, job_id: str, offset: int = 0) -> LogChunk:
         response = self._call("GET", self._job_url(job_id, "/log"), params={"offset": offset})

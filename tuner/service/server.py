@@ -74,7 +74,7 @@ class PeerCheckedProtocol(AutoHTTPProtocol):  # type: ignore[misc,valid-type]
 
     refused = False
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+    def connection_made(self, transport: asyncio.Transport) -> None:
         sock = transport.get_extra_info("socket")
         if sock is None or not peer.is_own(sock):
             self.refused = True

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tuner.studies.progress import StudyTracker
-from tuner.studies.pruning import PRUNED_TAG, PruneDecision
+from tuner.studies.pruning import PruneDecision
 from tuner.trials.context import resolve_context
 from tuner.trials.events import TrialEvent, TrialProgress, TrialPruned
-from tuner.trials.model import Trial, TrialStatus
+from tuner.trials.model import PRUNED_TAG, Trial, TrialStatus
 from tuner.trials.runner import run_trial, run_workloads
 from tuner.trials.slots import GpuPool, GpuSlot, node_gpus, run_parallel
 

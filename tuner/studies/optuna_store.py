@@ -96,7 +96,8 @@ def open_storage(url: str) -> optuna.storages.RDBStorage:
         ) as exc:
             racing = ("already exists", "locked", "UNIQUE constraint", "duplicate key")
             if attempt == 5 or not any(word in str(exc) for word in racing):
-                raise _cannot_open(url, exc.orig) from None
+                # orig: the driver's exception (None only for an error SQLAlchemy raised itself)
+                raise _cannot_open(url, exc.orig if exc.orig is not None else exc) from None
             time.sleep(0.2 + random.random() * 0.5)
         except (sqlalchemy.exc.ArgumentError, ImportError, ValueError) as exc:
             # ValueError: SQLAlchemy's URL parser on a bad port ("h:notaport").

@@ -104,7 +104,7 @@ def load_study(
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     store = open_storage(storage)
-    directions = [
+    directions: list[Literal["minimize", "maximize"]] = [
         "maximize" if metric_direction(m) is Direction.HIGHER else "minimize" for m in objectives
     ]
     # Constraints reach the sampler through Trial.set_constraint (Optuna 5).
@@ -528,7 +528,7 @@ async def _measure_one(
     runner: TrialRunner,
     study: str,
     url: str,
-    owner: str,
+    owner: dict[str, Any],
     objectives: list[str],
     pruner: Any = None,
 ) -> tuple[Trial, Any]:

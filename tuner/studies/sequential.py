@@ -101,7 +101,8 @@ def spent(t: float, alpha: float, spending: Spending) -> float:
     if spending is Spending.POCOCK:
         return alpha * math.log(1.0 + (math.e - 1.0) * t)
     if spending is Spending.FRONT:
-        return alpha * t**FRONT_RHO
+        share: float = t**FRONT_RHO  # t > 0 here, so a real number
+        return alpha * share
     z = _NORMAL.inv_cdf(1.0 - alpha / 2.0)
     return 2.0 - 2.0 * _NORMAL.cdf(z / math.sqrt(t))
 

@@ -39,7 +39,7 @@ class SpaceError(TunelabError, ValueError):
     """A parameter, space file or constraint that cannot be used; says how to write it."""
 
 
-def coerce(key: str, text: str) -> EngineValue:
+def coerce(key: str, text: str) -> EngineValue | None:
     """A typed value for ``key`` from text: the catalogue's coercion when it knows the key."""
     if key in WORKLOAD_KEYS:
         value = parse_value(text)
@@ -49,9 +49,11 @@ def coerce(key: str, text: str) -> EngineValue:
 
     if get(key) is not None:
         try:
-            return knob_coerce(key, text)
+            # The catalogue's typed value (a JSON knob's ``null`` is None).
+            typed: EngineValue | None = knob_coerce(key, text)
         except ConfigError as exc:
             raise SpaceError(f"{key}={text!r}: {exc}") from None
+        return typed
     return parse_value(text)
 
 

@@ -336,7 +336,7 @@ class _Interval:
 
     low: float
     high: float
-    df: float
+    df: float | None
     rel: float | None
     rel_low: float | None
     rel_high: float | None

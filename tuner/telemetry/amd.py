@@ -165,7 +165,8 @@ class AmdSmiBackend:
         atexit.unregister(self.close)
         # Shutting down a library whose driver is already gone is not worth an error.
         with contextlib.suppress(Exception):
-            self._lib.amdsmi_shut_down()
+            if self._lib is not None:  # set by open() before it marks amdsmi opened
+                self._lib.amdsmi_shut_down()
 
     def snapshot(self, index: int) -> GpuSnapshot:
         """Read every metric of GPU ``index``; failures become None, never raise."""

@@ -139,7 +139,8 @@ class NvmlBackend:
         atexit.unregister(self.close)
         # Shutting down a library whose driver is already gone is not worth an error.
         with contextlib.suppress(Exception):
-            self._lib.nvmlShutdown()
+            if self._lib is not None:  # set by open() before it marks NVML opened
+                self._lib.nvmlShutdown()
 
     def snapshot(self, index: int) -> GpuSnapshot:
         """Read every metric of GPU ``index``; NVML errors become None."""

@@ -15,6 +15,7 @@ telemetry ...) are JSON columns, readable with any SQLite client.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import os
 import sqlite3
@@ -362,7 +363,7 @@ class TrialStore:
                 bad.append(BadRow(exc.trial_id, exc.reason))
         return StoreScan(trials, bad)
 
-    def studies(self) -> list[StudySummary]:
+    def studies(self) -> builtins.list[StudySummary]:
         """Every study with its trial counts per status, oldest first.
 
         A row whose study is not text or whose time is not a number (a hostile
@@ -423,7 +424,7 @@ class TrialStore:
         return to_csv(self.list(study))
 
     # -- crash recovery ----------------------------------------------------------
-    def recover(self) -> list[Trial]:
+    def recover(self) -> builtins.list[Trial]:
         """Marks trials left starting/measuring by a dead tunelab as interrupted.
 
         A trial counts as orphaned when the tunelab process that ran it (pid +

@@ -140,7 +140,9 @@ def combination_name(serve: dict[str, Any], bench: dict[str, Any]) -> str:
     return "-".join(parts) or "default"
 
 
-def run_record(trial: Trial, serve: dict[str, Any], bench: dict[str, Any], number: int) -> dict:
+def run_record(
+    trial: Trial, serve: dict[str, Any], bench: dict[str, Any], number: int
+) -> dict[str, Any]:
     """One ``run=N.json``: the trial's result, its combination's keys and a tunelab block."""
     results = {k: v for k, v in (trial.results or {}).items() if k not in _DETAIL_KEYS}
     own = results.pop("tunelab", None)

@@ -65,7 +65,7 @@ class VllmTable:
         attention backends whatever ``--attention-backend`` names.
         """
         facts = self.platforms.get(platform or "")
-        if not facts:
+        if not facts or platform is None:
             return None
         text = value.strip().upper()
         if knob == "cudagraph-mode" and facts.get("static_graphs") is False and text != "NONE":
