@@ -77,6 +77,8 @@ class Job:
     title: str
     make: Callable[[Emit], Awaitable[JobResult]]
     plan: tuple[str, ...] = ()  # one label per engine launch (A/B arms, sweep points)
+    # What a stopped job still measured, as lines for the Run panel (a capacity's launches).
+    kept: Callable[[], tuple[str, ...]] | None = None
 
 
 class Jobs:
@@ -310,18 +312,26 @@ class Jobs:
         config, workload = session.config, session.workload
         assert workload is not None
 
+        probes: set[str] = set()
+
+        def record(trial: Trial) -> None:
+            probes.add(trial.id)
+            self._record(trial)
+
         async def make(emit: Emit) -> JobResult:
             return await lab_run.capacity(
-                config,
-                workload,
-                slo,
-                self._runner(emit),
-                study=session.study,
-                on_trial=self._record,
+                config, workload, slo, self._runner(emit), study=session.study, on_trial=record
             )
 
+        def kept() -> tuple[str, ...]:
+            """Each launch this search measured, from the stored probes (the core's summary)."""
+            steps = [s for s in self.study().capacity_steps() if probes & set(s.trial_ids)]
+            return tuple(s.summary() for s in steps if s.capacity is not None)
+
         plan = tuple(f"L{n + 1}" for n in range(lab_capacity.LAUNCHES))
-        return self._enqueue(JobKind.CAPACITY, f"capacity at {slo}", make, plan)
+        job = self._enqueue(JobKind.CAPACITY, f"capacity at {slo}", make, plan)
+        job.kept = kept
+        return job
 
     # -- running ------------------------------------------------------------------
 
@@ -374,7 +384,7 @@ class Jobs:
             ok = True
         except asyncio.CancelledError:
             note = self._cancel_note or "stopped by the user; engine stopped"
-            post(JobFinished(job.id, job.kind, False, note))
+            post(JobFinished(job.id, job.kind, False, note, kept=_kept(job)))
             raise
         except Exception as exc:  # shown to the user; the app stays up
             summary = f"{type(exc).__name__}: {exc}"
@@ -419,3 +429,13 @@ def ab_plan(repeats: int) -> tuple[str, ...]:
     from tuner.lab.reports import ab_schedule
 
     return tuple(f"{arm}{rep + 1}" for arm, rep in ab_schedule(repeats))
+
+
+def _kept(job: Job) -> tuple[str, ...]:
+    """What the stopped ``job`` still measured; nothing when that cannot be read."""
+    if job.kept is None:
+        return ()
+    try:
+        return job.kept()
+    except Exception:  # a stop must end cleanly: the Results view still lists the probes
+        return ()

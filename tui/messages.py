@@ -134,6 +134,7 @@ class JobFinished(Message, bubble=False):
     ok: bool
     summary: str = ""
     result: JobResult | None = None
+    kept: tuple[str, ...] = ()  # a stopped job's finished parts (a capacity's launches)
 
 
 @dataclass

@@ -327,6 +327,8 @@ class MainScreen(Screen[None]):
         elif isinstance(event, ev.TrialFailed):
             panel.stage("failed", None, event.reason, at=at)
             panel.engine_line(f"FAILED: {event.reason}")
+            if event.trial.is_probe:  # a measured probe that failed is a miss at its load
+                panel.note(result_line(event.trial), at=at)
         elif isinstance(event, ev.StudyStatus):
             panel.study_status(event)
             self.query_one(GpuPanel).occupy(event.by_gpu())
@@ -358,6 +360,10 @@ class MainScreen(Screen[None]):
             panel.stage(
                 "stopped" if "stopped" in message.summary else "failed", None, message.summary
             )
+            for line in message.kept:
+                panel.note(f"kept: {line}", style="bold")
+            if message.kind is JobKind.CAPACITY and not message.kept:
+                panel.note("kept: no launch measured a probe")
         self.set_engine_state("idle")
         self.job_done(message.job)
 
@@ -393,7 +399,17 @@ def model_line(
 
 
 def result_line(trial: Trial) -> str:
-    """`trial 1a2b3c4d: 812 tok/s · TTFT p99 41.0 ms · ITL p99 9.1 ms` for the run panel."""
+    """`trial 1a2b3c4d: 812 tok/s · TTFT p99 41.0 ms · ITL p99 9.1 ms` for the run panel.
+
+    A capacity probe says its load and ✓/✗ against the SLO instead
+    (``probe L1 · 16 users ✓ · p99_ttft_ms 312 (<= 500)``, the core's probe line).
+    """
+    if trial.is_probe:
+        from tuner.lab.reports import probe_view  # a capacity job ran: the studies are loaded
+
+        view = probe_view(trial)
+        if view is not None:
+            return f"trial {trial.short_id} {view.line()}"
     r = trial.results or {}
 
     def num(key: str, fmt: str) -> str:

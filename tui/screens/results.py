@@ -20,7 +20,7 @@ from textual.widgets import DataTable, Footer, Static
 from tui.screens.compare import CompareScreen
 from tui.screens.export import ExportScreen
 from tui.widgets.pareto_plot import ParetoPlot
-from tui.widgets.results_table import SORTABLE, ResultsTable
+from tui.widgets.results_table import SORTABLE, STEP_KEY, ResultsTable
 from tui.widgets.status_bar import StatusBar
 from tuner.lab.study import Study, higher_is_better
 from tuner.trials.store import StoreError, TrialNotFound
@@ -78,24 +78,40 @@ class ResultsScreen(Screen[None]):
     def reload(self) -> None:
         trials = self.study.trials()
         baseline = self.study.baseline(trials)
+        steps = self.study.capacity_steps(trials)
         self.query_one(ResultsTable).show(
-            trials, baseline.trial.id if baseline else None, self.study.guards(trials)
+            trials, baseline.trial.id if baseline else None, self.study.guards(trials), steps
         )
         front = self.query_one(ParetoPlot).show(trials)
         done = sum(1 for t in trials if t.results)
+        probes = sum(len(step.probes) for step in steps)
+        held = f" ({probes} of them capacity probes in {len(steps)} launches)" if steps else ""
         self.query_one("#results-note", Static).update(
-            f"study {self.study.name}: {len(trials)} trials, {done} with results; "
+            f"study {self.study.name}: {len(trials)} trials{held}, {done} with results; "
             f"baseline {baseline.describe() if baseline else '★ –'}; "
             f"Pareto front: {', '.join(t.short_id for t in front) or '–'}. "
             "o: sort · b: baseline · c: compare with baseline · e: export · Esc: back"
         )
 
     def selected_id(self) -> str | None:
+        """The row key under the cursor: a trial id, or a capacity launch's (``STEP_KEY…``)."""
         table = self.query_one(ResultsTable)
         if table.row_count == 0:
             return None
         key, _ = table.coordinate_to_cell_key(table.cursor_coordinate)
         return key.value
+
+    def _on_step_row(self) -> bool:
+        """Whether the cursor is on a capacity launch's row, which no trial action applies to."""
+        selected = self.selected_id()
+        if selected is None or not selected.startswith(STEP_KEY):
+            return False
+        self.notify(
+            "this row is a capacity launch, not a trial: move to one of its probes, or to a "
+            "trial of a run, A/B or sweep",
+            severity="warning",
+        )
+        return True
 
     def action_sort(self) -> None:
         self._sort_index = (self._sort_index + 1) % len(SORTABLE)
@@ -111,7 +127,7 @@ class ResultsScreen(Screen[None]):
 
     def action_mark_baseline(self) -> None:
         trial_id = self.selected_id()
-        if not trial_id:
+        if not trial_id or self._on_step_row():
             return
         try:
             chosen = self.study.mark_baseline(trial_id)
@@ -122,9 +138,13 @@ class ResultsScreen(Screen[None]):
         self.reload()
 
     def action_compare(self) -> None:
+        if self._on_step_row():
+            return
         self.app.push_screen(CompareScreen(self.study, b_id=self.selected_id()))
 
     def action_export(self) -> None:
+        if self._on_step_row():
+            return
         self.app.push_screen(
             ExportScreen(self.study, trial_id=self.selected_id(), store_path=self.store_path)
         )

@@ -13,7 +13,7 @@ from typing import Any
 
 from textual_plotext import PlotextPlot
 
-from tuner.lab.reports import pareto_front
+from tuner.lab.reports import configs_only, pareto_front
 from tuner.trials.model import metric
 
 LATENCY = "p99_e2el_ms"
@@ -31,9 +31,13 @@ class ParetoPlot(PlotextPlot):
     """The scatter and its front."""
 
     def show(self, trials: Sequence[Any]) -> list[Any]:
-        """Plot the finished trials; returns the trials on the front."""
+        """Plot the finished trials; returns the trials on the front.
+
+        Capacity probes are left out (``configs_only``): each measured one load of
+        a search, not a config, so none is a point of the front.
+        """
         rows: list[tuple[Any, float, float]] = []
-        for t in trials:
+        for t in configs_only(trials):
             latency, throughput = metric(t, LATENCY), metric(t, THROUGHPUT)
             if latency is not None and throughput is not None:
                 rows.append((t, latency, throughput))

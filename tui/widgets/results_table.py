@@ -27,6 +27,7 @@ from textual.widgets import DataTable
 
 from tuner.bench.host_noise import host_note
 from tuner.foreign_text import one_line
+from tuner.lab.reports import CapacityStep, ProbeView, probe_view
 from tuner.lab.study import knob_changes
 from tuner.trials.model import metric
 
@@ -52,6 +53,9 @@ CONFIG_WIDTH = 40  # knob diffs beyond this end in an ellipsis (the compare view
 CHUNK_METRICS = ("itl",)  # columns that are meaningless when responses came in one piece
 ONE_PIECE = "⚠"
 BUSY_HOST = "⚑"
+# A capacity launch's row key: its first probe's id after this prefix (no trial has it).
+STEP_KEY = "capacity-step:"
+_METRIC_KEYS = frozenset(key for key, _l, name, _f, _h in COLUMNS if name)
 SORTABLE = ("tok_s", "ttft", "itl", "req_s", "id", "status")
 GUARD_STYLE = {"same": "green", "close": "cyan", "drifted": "bold red", "baseline": "bold"}
 
@@ -102,15 +106,27 @@ class ResultsTable(DataTable[Any]):
         trials: Sequence[Any],
         baseline_id: str | None,
         guards: Mapping[str, TrialGuard] | None = None,
+        steps: Sequence[CapacityStep] = (),
     ) -> None:
         """Fill the table; the baseline row is marked ★ and deltas are against it.
 
         ``guards``: each trial's output-guard verdict (``Study.guards``); none: ``—``.
+        ``steps``: the study's capacity launches (``Study.capacity_steps``): each
+        launch gets a row with its capacity above its first probe, and a probe row
+        shows its load and ✓/✗, never a Δ against a baseline at another load.
         """
         self.clear()
         baseline = next((t for t in trials if t.id == baseline_id), None)
         self.guards = guards = dict(guards or {})
+        heads = {step.trial_ids[0]: step for step in steps}
         for trial in trials:
+            step = heads.get(trial.id)
+            if step is not None:
+                self.add_row(*step_cells(step), key=STEP_KEY + trial.id)
+            probe = probe_view(trial)
+            if probe is not None:
+                self.add_row(*probe_cells(probe), key=trial.id)
+                continue
             cells: list[Any] = []
             for key, _label, name, fmt, _higher in COLUMNS:
                 if key == "mark":
@@ -133,6 +149,41 @@ class ResultsTable(DataTable[Any]):
                     one_piece = key in CHUNK_METRICS and one_piece_warning(trial) is not None
                     cells.append(_Num(value, fmt, flagged=one_piece))
             self.add_row(*cells, key=trial.id)
+
+
+def step_cells(step: CapacityStep) -> list[Any]:
+    """A capacity launch's row: ``L1`` and its capacity (the core's summary) in the config cell."""
+    cells: list[Any] = []
+    for key, *_ in COLUMNS:
+        if key == "id":
+            cells.append(Text(step.name, style="bold"))
+        elif key == "status":
+            cells.append(Text("capacity", style="bold"))
+        elif key == "config":
+            cells.append(Text(step.summary(), style="bold", no_wrap=True))
+        else:
+            cells.append(_Num(None, "") if key in _METRIC_KEYS else Text(""))
+    return cells
+
+
+def probe_cells(probe: ProbeView) -> list[Any]:
+    """A probe's row: its figures and ``probe L1 · 16 users ✓``; no Δ, no guard, never ★."""
+    trial = probe.trial
+    cells: list[Any] = []
+    for key, _label, name, fmt, _higher in COLUMNS:
+        if key == "id":
+            cells.append(trial.short_id)
+        elif key == "status":
+            cells.append(status_cell(trial))
+        elif key == "config":
+            style = "green" if probe.met else "red" if probe.met is False else "dim"
+            cells.append(Text(probe.cell(), style=style, no_wrap=True))
+        elif key in _METRIC_KEYS and name:
+            one_piece = key in CHUNK_METRICS and one_piece_warning(trial) is not None
+            cells.append(_Num(metric(trial, name), fmt, flagged=one_piece))
+        else:
+            cells.append(Text(""))
+    return cells
 
 
 def config_cell(text: str, width: int = CONFIG_WIDTH) -> Text:

@@ -14,7 +14,10 @@ to its one owner in the studies so both faces say the same:
 - :func:`format_relative`: a metric row's relative difference as text;
 - :func:`ab_schedule`: the order of an A/B's launches (the Run panel's plan);
 - :func:`pareto_front`: the trials no other beats on both latency and throughput;
-- :func:`is_pruned`: whether a trial was stopped early by the study's pruner.
+- :func:`is_pruned`: whether a trial was stopped early by the study's pruner;
+- :func:`configs_only`, :func:`probe_view`, :class:`CapacityStep`: capacity
+  probes kept apart from the configs' trials, each with its load and ✓/✗, and
+  grouped by launch (:mod:`tuner.studies.capacity_steps`).
 
 Importing this module loads those study modules (a few light ones, no engine,
 no Optuna); faces that must not pay for them at start-up import it when first used.
@@ -30,6 +33,7 @@ from tuner.studies import pruning as _pruning
 from tuner.studies import stats as _stats
 from tuner.studies.ab import ABReport
 from tuner.studies.capacity import CapacityReport
+from tuner.studies.capacity_steps import CapacityStep, ProbeView, configs_only, probe_view
 from tuner.studies.stats import Comparison as MetricComparison
 from tuner.studies.stats import Verdict
 from tuner.studies.sweep import SweepReport
@@ -38,13 +42,17 @@ from tuner.trials.model import Trial
 __all__ = [
     "ABReport",
     "CapacityReport",
+    "CapacityStep",
     "MetricComparison",
+    "ProbeView",
     "SweepReport",
     "Verdict",
     "ab_schedule",
+    "configs_only",
     "format_relative",
     "is_pruned",
     "pareto_front",
+    "probe_view",
 ]
 
 

@@ -30,6 +30,7 @@ from tuner.config import EngineValue
 from tuner.export.render import export
 from tuner.export.trial import preset_from_trial
 from tuner.studies.ab import ABReport, build_report
+from tuner.studies.capacity_steps import CapacityStep, capacity_steps, configs_only
 from tuner.studies.common import point_key, representative
 from tuner.studies.space import Constraint
 from tuner.studies.stats import Direction, Verdict, metric_direction
@@ -219,6 +220,11 @@ class Study:
         trial = next((t for t in self.finished() if t.id == trial_id), None)
         if trial is None:
             raise TrialNotFound(f"trial {trial_id!r} is no finished trial of study {self.name!r}")
+        if trial.is_probe:
+            raise TrialNotFound(
+                f"trial {trial.short_id} is a capacity probe: one load of a search, not a "
+                "config's measurement; mark a trial of a run, A/B or sweep as the baseline"
+            )
         self._set(BASELINE_KEY, trial.id)
         return Baseline(trial, BaselineChoice.MARKED)
 
@@ -240,6 +246,11 @@ class Study:
         chosen.sort(key=lambda t: order[t.id])
         return build_report(chosen, study=self.name, objective=chosen[0].objective or OBJECTIVE)
 
+    # -- capacity ---------------------------------------------------------------------
+    def capacity_steps(self, trials: Sequence[Trial] | None = None) -> list[CapacityStep]:
+        """The study's capacity launches from their stored probes (a stopped search included)."""
+        return capacity_steps(self.trials() if trials is None else trials)
+
     # -- detached jobs --------------------------------------------------------------
     def job_shown(self) -> str | None:
         """The study-service job whose end a TUI last showed (tui.detached): announced once."""
@@ -255,7 +266,7 @@ class Study:
         A selected trial of the baseline's own config (the ★ row itself) is replaced
         by the newest finished trial of another config; None when there is none.
         """
-        done = self.finished()
+        done = configs_only(self.finished())
         base_point = point_key(baseline)
         chosen = next((t for t in done if t.id == selected), None)
         if chosen is not None and point_key(chosen) != base_point:
@@ -274,6 +285,8 @@ class Study:
         where = f"the trial under the cursor ({selected[:8]})"
         if chosen is None:
             why = f"{where} is not in this study"
+        elif chosen.is_probe:
+            why = f"{where} is a capacity probe (one load of a search)"
         elif point_key(chosen) == point_key(baseline):
             why = f"{where} has the baseline's config"
         else:
@@ -298,7 +311,7 @@ class Study:
                 return Comparison(
                     report, ComparisonSource.AB, arm_a, arm_b, self._outputs(arm_a, arm_b, trials)
                 )
-        done = finished(trials)
+        done = configs_only(finished(trials))
         pool_a = tuple(t for t in done if point_key(t) == a_point)
         pool_b = tuple(t for t in done if point_key(t) == b_point)
         armed = [replace(t, arm="A") for t in pool_a] + [replace(t, arm="B") for t in pool_b]

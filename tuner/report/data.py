@@ -28,6 +28,7 @@ from tuner.export.script import render_script
 from tuner.lab.study import Baseline, KnobChange, Study, knob_changes, value_text
 from tuner.policy import Consent, violations
 from tuner.studies.ab import ABReport, build_report
+from tuner.studies.capacity_steps import CapacityStep, ProbeView, configs_only, probe_view
 from tuner.studies.common import value_of
 from tuner.studies.pareto import pareto_front
 from tuner.trials.guard_check import ArmsGuard, TrialGuard, ab_guard, guard_of, guard_verdicts
@@ -117,6 +118,7 @@ class TrialRow:
     mismatches: list[str] = field(default_factory=list)
     guard: TrialGuard | None = None
     timelines: list[GpuTimeline] = field(default_factory=list)
+    probe: ProbeView | None = None  # a capacity probe: judged by its SLO, not the baseline
 
     @property
     def guard_seconds(self) -> float | None:
@@ -138,6 +140,8 @@ class TrialRow:
     def label(self) -> str:
         """``A1``, ``max-num-seqs=64 #1`` or the short id: how the trial is named in plots."""
         t = self.trial
+        if self.probe is not None:
+            return self.probe.cell()
         if t.arm:
             return t.arm_label
         if t.tags.get("kind") == "sweep":
@@ -188,6 +192,7 @@ class ReportData:
     launch_script: str | None
     launch_note: str = ""
     ab_guard: ArmsGuard | None = None
+    capacity: list[CapacityStep] = field(default_factory=list)
 
     @property
     def guarded(self) -> bool:
@@ -207,7 +212,8 @@ def collect(study: Study) -> ReportData:
     """The report of ``study`` from its stored trials (any status)."""
     ordered = sorted(study.trials(), key=lambda t: t.created_at)
     base = study.baseline(ordered)
-    objective = ordered[0].objective if ordered else "output_throughput"
+    # A capacity probe's objective is its SLO's key: the study's is its configs' trials'.
+    objective = next((t.objective for t in configs_only(ordered)), "output_throughput")
     base_trial = base.trial if base else None
     guards = guard_verdicts(ordered, base_trial)
     rows = [_row(t, base_trial, g) for t, g in zip(ordered, guards, strict=True)]
@@ -231,6 +237,7 @@ def collect(study: Study) -> ReportData:
         why_chosen=why,
         **_launch(chosen),
         ab_guard=_ab_guard(ab, ordered, base_trial),
+        capacity=study.capacity_steps(ordered),
     )
 
 
@@ -269,9 +276,11 @@ def _ab_guard(ab: ABReport | None, trials: Sequence[Trial], base: Trial | None) 
 
 def _row(trial: Trial, base: Trial | None, guard: TrialGuard | None = None) -> TrialRow:
     results = trial.results or {}
+    probe = probe_view(trial)
     return TrialRow(
         trial=trial,
-        changes=knob_changes(base, trial),
+        # A probe ran one load of a search: its config is not set against the baseline's.
+        changes=[] if probe is not None else knob_changes(base, trial),
         metrics={k: value_of(trial, k) for k in ROW_METRICS},
         telemetry={k: metric(trial, k) for k in TELEMETRY_KEYS},
         is_baseline=base is not None and trial.id == base.id,
@@ -279,6 +288,7 @@ def _row(trial: Trial, base: Trial | None, guard: TrialGuard | None = None) -> T
         mismatches=_mismatches(trial),
         guard=guard,
         timelines=timelines(trial),
+        probe=probe,
     )
 
 
@@ -301,7 +311,7 @@ def _mismatches(trial: Trial) -> list[str]:
 
 def _arms_report(trials: Sequence[Trial], study: str, objective: str) -> ABReport | None:
     """An A/B run by the CLI (trials with arms, no remembered A/B): its arms, as stored."""
-    arms = [t for t in trials if t.arm in ("A", "B")]
+    arms = [t for t in configs_only(trials) if t.arm in ("A", "B")]
     if not {t.arm for t in arms} >= {"A", "B"}:
         return None
     return build_report(arms, study=study, objective=objective)
@@ -333,7 +343,8 @@ def _front(rows: Sequence[TrialRow], latency_key: str) -> list[FrontPoint]:
     pts = [
         (r.label, lat, thr)
         for r in rows
-        if (lat := r.metrics.get(latency_key)) is not None
+        if r.probe is None  # a probe measured a load of a search, not a config
+        and (lat := r.metrics.get(latency_key)) is not None
         and (thr := r.metrics.get("output_throughput")) is not None
     ]
     front = set(pareto_front([(lat, thr) for _, lat, thr in pts]))

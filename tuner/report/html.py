@@ -86,6 +86,8 @@ def _trial_rows(data: ReportData) -> str:
         changes = "<br>".join(
             f"<code>{_e(c.key)}</code>: {_e(c.baseline)} → {_e(c.value)}" for c in row.changes
         ) or ("★ baseline" if row.is_baseline else "same config")
+        if row.probe is not None:
+            changes = "capacity probe: judged by its SLO, not against the baseline"
         cells = [
             _cell(f"<code>{_e(t.short_id)}</code> {_e(row.role)}", left=True),
             _cell(_e(t.status), left=True, cls="bad" if t.status.value == "failed" else ""),
@@ -253,6 +255,19 @@ def _winner_section(data: ReportData) -> str:
     return "".join(out)
 
 
+def _capacity_section(data: ReportData) -> str:
+    """Each capacity launch's answer and its probes (load, ✓/✗, the SLO's figures)."""
+    if not data.capacity:
+        return ""
+    items = []
+    for step in data.capacity:
+        probes = "".join(
+            f"<li><code>{_e(p.trial.short_id)}</code> {_e(p.line())}</li>" for p in step.probes
+        )
+        items.append(f"<li>{_e(step.summary())}<ul>{probes}</ul></li>")
+    return "<h2>Capacity</h2><ul>" + "".join(items) + "</ul>"
+
+
 def render_html(data: ReportData) -> str:
     """The whole page."""
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(data.generated_at))
@@ -282,6 +297,7 @@ def render_html(data: ReportData) -> str:
         + base_line
         + _trial_rows(data)
         + _ab_section(data)
+        + _capacity_section(data)
         + _figures(data)
         + _winner_section(data)
         + _guard_section(data)

@@ -97,6 +97,8 @@ def render_markdown(data: ReportData) -> str:
         changes = "; ".join(
             f"{_md(c.key)}: {_md(c.baseline)} → {_md(c.value)}" for c in row.changes
         )
+        if row.probe is not None:
+            changes = "capacity probe: judged by its SLO, not against the baseline"
         changes = changes or ("★ baseline" if row.is_baseline else "same config")
         notes = [*row.mismatches, *([row.delivery] if row.delivery else [])]
         if t.failure_reason:
@@ -127,6 +129,12 @@ def render_markdown(data: ReportData) -> str:
                 f"| {_md(r.metric)} | {_num(r.a.mean)} | {_num(r.b.mean)} | "
                 f"{_md(format_relative(r))} | {r.a.n}/{r.b.n} | {_md(r.shown_verdict)} |"
             )
+    if data.capacity:
+        lines += ["", "## Capacity", ""]
+        for step in data.capacity:
+            lines.append(f"- {_md(step.summary())}")
+            for probe in step.probes:
+                lines.append(f"  - {_md(probe.trial.short_id)} {_md(probe.line())}")
     for curve in data.sweeps:
         lines += [
             "",

@@ -19,6 +19,7 @@ was measured at another load than planned.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
 from dataclasses import replace
@@ -38,12 +39,13 @@ from tuner.studies.capacity import (
 from tuner.studies.common import study_name, value_of
 from tuner.studies.slo import SLO
 from tuner.trials.events import TrialDone, TrialEvent, TrialFailed, TrialStage
-from tuner.trials.model import Trial
+from tuner.trials.model import PROBE_KIND, Trial
 
 if TYPE_CHECKING:
     from tuner.bench.workload import Workload
     from tuner.config import EngineConfig
     from tuner.studies.executor import TrialRunner
+    from tuner.trials.store import TrialStore
 
 # Requests per probe: at least this many per concurrent user, or this many
 # seconds of arrivals at a request rate, so a percentile is not one request.
@@ -63,7 +65,7 @@ def probe_workload(base: Workload, grid: Grid, value: float) -> Workload:
     return replace(base, request_rate=value, num_prompts=count)
 
 
-def _slo_values(trial: Trial, slo: SLO) -> dict[str, float] | None:
+def slo_values(trial: Trial, slo: SLO) -> dict[str, float] | None:
     """The SLO keys' values of a finished probe (None: the probe failed or lacks a key)."""
     values = {key: value_of(trial, key) for key in slo.keys}
     if any(v is None for v in values.values()):
@@ -111,7 +113,7 @@ class _Planner:
         if trial.id not in self.started:
             return  # never measured: the engine did not start, or crashed on an earlier probe
         # A failed probe (too many failed requests, an engine crash at this load) misses.
-        values = _slo_values(trial, self.bracket.slo)
+        values = slo_values(trial, self.bracket.slo)
         self.bracket.record(self.bracket.grid.units(self.planned[trial.id]), values)
         index = self.position[trial.id] + 1
         if index < len(self.probes) and not self.probes[index].status.final:
@@ -146,7 +148,15 @@ async def run_launch(
             change in the runner broke the planning contract).
     """
     bracket = Bracket(grid, slo)
-    tags: dict[str, Any] = {"kind": "capacity", "by": grid.by, "slo": str(slo), "launch": launch}
+    tags: dict[str, Any] = {
+        "kind": PROBE_KIND,
+        "by": grid.by,
+        "slo": str(slo),
+        "launch": launch,
+        # The grid, so a stored launch is judged again exactly (tuner.studies.capacity_steps).
+        "step": grid.step,
+        "limit": grid.limit,
+    }
     trials = [
         Trial(
             config=config,
@@ -167,10 +177,25 @@ async def run_launch(
         on_event=_chain(planner.on_event, runner.on_event),
         options={**runner.options, "guard": False},
     )
-    await probing.many(trials)
+    try:
+        await probing.many(trials)
+    except BaseException:
+        # Stopped (Ctrl-C, the TUI's s): a probe the engine never measured is no trial of
+        # the study; the launch's measured probes stay, and capacity_steps reads them back.
+        _forget_unmeasured(runner.store, trials, planner)
+        raise
     if planner.error is not None:
         raise planner.error
     return _launch_answer(launch, trials, planner, bracket)
+
+
+def _forget_unmeasured(store: TrialStore, trials: list[Trial], planner: _Planner) -> None:
+    """Delete the probes a stopped launch never measured (no benchmark ran for them)."""
+    for trial in trials:
+        if trial.id in planner.started or "bench_s" in trial.timings:
+            continue
+        with contextlib.suppress(Exception):  # a stop must not fail on clean-up
+            store.delete(trial.id)
 
 
 def _launch_answer(
@@ -188,7 +213,7 @@ def _launch_answer(
                 f"probe {trial.short_id} ran {trial.workload} instead of the planned load {value}",
                 exit_code=1,
             )
-        values = _slo_values(trial, bracket.slo)
+        values = slo_values(trial, bracket.slo)
         measured.append(
             Probe(
                 value=value,

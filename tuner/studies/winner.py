@@ -108,7 +108,7 @@ def study_constraints(trials: Sequence[Trial]) -> list[Constraint]:
     """
     for t in trials:
         slo = t.tags.get("slo")
-        if slo:
+        if slo and not t.is_probe:  # a probe's SLO is its search's, one text (capacity_steps)
             try:
                 return [parse_constraint(s) for s in slo]
             except (SpaceError, TypeError) as exc:
@@ -131,9 +131,13 @@ def _qualifying(
         "not finished": 0,
         "misses SLO": 0,
         "no objective": 0,
+        "capacity probes (one load of a search)": 0,
     }
     points: dict[str, Point] = {}
     for t in trials:
+        if t.is_probe:
+            excluded["capacity probes (one load of a search)"] += 1
+            continue
         if t.status is TrialStatus.SKIPPED:
             excluded["skipped by the rules"] += 1
             continue

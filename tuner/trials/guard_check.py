@@ -73,12 +73,14 @@ def choose_baseline(trials: Sequence[Trial], marked: str | None) -> tuple[Trial,
     :data:`BASELINE_KEY`) if it is still a finished trial (has results), else
     the first finished trial in ``trials``' order (the store's: oldest first).
     A marked trial that failed or vanished silently gives way to the first,
-    so a study always compares against something that was measured.
+    so a study always compares against something that was measured. A
+    capacity probe (``Trial.is_probe``) is never the baseline.
 
     Returns:
         (trial, True when it is the marked one), or None without a finished trial.
     """
-    done = [t for t in trials if t.results]
+    # A capacity probe measured one load of a search: never what configs are compared with.
+    done = [t for t in trials if t.results and not t.is_probe]
     for t in done:
         if marked and t.id == marked:
             return t, True

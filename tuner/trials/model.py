@@ -25,6 +25,8 @@ from tuner.trials.shapes import MAX_MEASURED, check_trial
 
 DEFAULT_STUDY = "default"
 DEFAULT_OBJECTIVE = "output_throughput"
+# What a capacity probe carries in tags["kind"] (tuner.studies.capacity_run).
+PROBE_KIND = "capacity"
 # The tag a trial stopped by pruning carries (its decision, a dict): tuner.studies.pruning.
 PRUNED_TAG = "pruned"
 
@@ -208,6 +210,12 @@ class Trial:
     @property
     def config_id(self) -> str:
         return self.config.config_id
+
+    @property
+    def is_probe(self) -> bool:
+        """One load of a capacity search (tuner.studies.capacity_run), not a config's measurement:
+        never a baseline, a Δ, a point of the Pareto front or a winner (issue 32)."""
+        return self.tags.get("kind") == PROBE_KIND
 
     @property
     def objective_value(self) -> float | None:

@@ -415,6 +415,11 @@ TAGS = obj(
         "repeats": integer(lo=0),
         "order": _TEXT,
         "probe": integer(),
+        # capacity probes: the load variable, the launch and the search's grid
+        "by": _TEXT,
+        "launch": integer(),
+        "step": _NUM,
+        "limit": _NUM,
         "preset": _TEXT,
         "storage": _TEXT,
         "sequential": obj(
