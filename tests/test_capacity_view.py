@@ -223,3 +223,23 @@ def test_the_run_panel_line_of_a_probe_is_the_core_s(stopped: tuple[Path, Launch
     line = result_line(probe)
     assert line == f"trial {probe.short_id} {view.line()}"
     assert f"{view.load:g} user" in line and "p99_ttft_ms" in line and "(<= 200)" in line
+
+
+def test_cli_results_name_each_probe_s_load_and_verdict(
+    stopped: tuple[Path, LaunchCapacity],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tuner.cli.trials import _print_table
+
+    monkeypatch.setenv("COLUMNS", "250")
+    path, _ = stopped
+    with TrialStore(path) as store:
+        trials = store.list(study="cap")
+    _print_table(trials, path, "cap", {})
+    out = capsys.readouterr().out
+    for trial in trials:
+        view = probe_view(trial)
+        assert view is not None
+        (row,) = [line for line in out.splitlines() if trial.short_id in line]
+        assert view.cell() in row, row

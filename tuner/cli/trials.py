@@ -248,12 +248,18 @@ def _print_table(
     for t in trials:
         style = _STATUS_STYLE.get(t.status.value, "")
         objective = t.objective_value
+        config = t.config_id[:8] + (f" {markup(t.arm)}" if t.arm else "")
+        if t.is_probe:  # one load of a capacity search: its load and ✓/✗ (the TUI's cell)
+            from tuner.lab.reports import probe_view  # the studies load only for probes
+
+            view = probe_view(t)
+            config = t.config_id[:8] + f" {markup(view.cell())}" if view else config
         # Every stored string is foreign (a handed-over store, a hostile name): escaped.
         table.add_row(
             markup(t.short_id),
             markup(t.study),
             f"[{style}]{t.status.value}[/]",
-            t.config_id[:8] + (f" {markup(t.arm)}" if t.arm else ""),
+            config,
             _workload_text(t),
             f"{markup(t.objective)}={_fmt(objective, ',.2f')}" if objective is not None else "-",
             _fmt(metric(t, "output_throughput")),
