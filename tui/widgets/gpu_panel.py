@@ -1,4 +1,4 @@
-"""The GPU panel: one compact cell per GPU with bars and a short history sparkline.
+"""The GPU panel: one compact cell per GPU under a labelled header, with a short history sparkline.
 
 The sparkline is drawn as text on a fixed 0-100 % scale: Textual's Sparkline
 widget scales to the data's own maximum, which draws a steady 3 % as a full
@@ -8,10 +8,17 @@ of eight GPUs stays cheap.
 The screen hands it snapshots (read off the event loop by the telemetry
 sampler thread); the panel only formats them. Cells flow into as many
 columns as the width allows, so eight GPUs take four lines at 80 columns and
-two at 160. With no GPU it shows one line that says why, and a second with
-the host's CPU and memory use and the engine's (the process trees of the
-engines this process runs, from :mod:`tuner.engine.running`, read once a
-second) so a CPU run is not blind (issue 13).
+two at 160, under one header line that labels each column with its unit
+(issue 32): GPU index, GFX utilisation (percent and its recent history), VRAM
+used/total in GiB, power in watts and temperature (hotspot, else edge) in °C.
+A cell is :data:`CELL_WIDTH` minus the gutter (37 columns) wide, so two sit
+side by side in the 76 columns an 80-column terminal leaves inside the
+panel's border and padding. A metric the device did not report reads "–".
+
+With no GPU it shows one line that says why, and a second with the host's
+CPU and memory use and the engine's (the process trees of the engines this
+process runs, from :mod:`tuner.engine.running`, read once a second) so a CPU
+run is not blind (issue 13).
 
 With GPUs, a line under the cells says what else is on the node (issue 18):
 which slot of a running study holds which GPUs (the core's
@@ -45,32 +52,85 @@ from tuner.telemetry import format as fmt
 from tuner.telemetry.types import GpuProcess
 from tuner.trials.events import SlotState
 
-CELL_WIDTH = 39  # 38 + 1 gutter
-GUTTER = 1
-SPARK_POINTS = 8
+CELL_WIDTH = 39  # a 37-column cell + 2 gutter: two cells fill the 76 columns inside the panel at 80
+GUTTER = 2
+SPARK_POINTS = 5
 BLOCKS = "▁▂▃▄▅▆▇█"
+MISSING = "–"  # a metric the device did not report (never a zero that looks measured)
+
+# Each column: (label, width, label alignment). A cell is the columns joined by
+# one space; the header line writes each label over its column. "GFX util"
+# spans the percentage and its history; the VRAM label is wider than its values
+# and runs over the gap and the first column of the power one, whose label is
+# right-aligned ("pwr" sits over the last three characters of "1012W").
+COLUMNS: tuple[tuple[str, int, str], ...] = (
+    ("GPU", 3, "<"),
+    ("GFX util", 4 + SPARK_POINTS, "<"),
+    ("VRAM used/tot", 11, "<"),
+    ("pwr", 5, ">"),
+    ("temp", 5, ">"),
+)
+CELL_ROOM = CELL_WIDTH - GUTTER
 
 
 Part = tuple[str, str]  # text and a Rich style name ("" for none): cheap to build and compare
 
 
-def bar(fraction: float | None, width: int = 5) -> tuple[Part, ...]:
-    """A block bar for 0..1 (N/A as dots): compact and readable over SSH."""
-    if fraction is None:
-        return (("·" * width, "dim"),)
-    fraction = max(0.0, min(1.0, fraction))
-    full = round(fraction * width)
-    style = "green" if fraction < 0.6 else "yellow" if fraction < 0.85 else "red"
-    return ("█" * full, style), ("░" * (width - full), "dim")
-
-
 def spark(values: Sequence[float], width: int = SPARK_POINTS) -> Part:
     """Utilisation history on a fixed 0-100 % scale (a relative scale would draw 3 % as a full bar)."""
-    tail = list(values)[-width:]
+    tail = list(values)[-width:] if width > 0 else []
     blocks = "".join(
         BLOCKS[min(len(BLOCKS) - 1, max(0, int(v / 100.0 * len(BLOCKS))))] for v in tail
     )
     return blocks.rjust(width), "cyan"
+
+
+def _gib_value(n: int) -> str:
+    """Bytes as GiB: whole GiB, one decimal under 10 GiB (``141``, ``0.4``)."""
+    value = n / fmt.GIB
+    return f"{value:.1f}" if value < 9.95 else f"{value:.0f}"
+
+
+def vram_text(used: int | None, total: int | None) -> str:
+    """``141/192 GiB``: VRAM used and total in GiB ("–" for a part the device did not report)."""
+    if used is None and total is None:
+        return MISSING
+    shown_used = MISSING if used is None else _gib_value(used)
+    shown_total = MISSING if total is None else _gib_value(total)
+    return f"{shown_used}/{shown_total} GiB"
+
+
+def _header_cell() -> str:
+    """One cell's labels, each over its column (left- or right-aligned), a space at least between."""
+    line = ""
+    start = 0
+    for label, width, align in COLUMNS:
+        at = start if align == "<" else start + width - len(label)
+        assert at > len(line) or not line, f"header label {label!r} runs into the one before"
+        line = line.ljust(at) + label
+        start += width + 1
+    assert len(line) <= CELL_ROOM, "the header is wider than a cell"
+    return line
+
+
+HEADER_CELL = _header_cell()
+
+
+def header_text(columns: int = 1) -> Text:
+    """The header line: every column's label over it, once per cell column (``GPU GFX util ...``)."""
+    line = (" " * GUTTER).join([HEADER_CELL.ljust(CELL_ROOM)] * max(1, columns))
+    return Text(line.rstrip(), no_wrap=True, overflow="crop")
+
+
+HEADER_TIP = (
+    "GPU: index (green: a study's trial holds it; yellow: processes other than "
+    "tunelab's engines are on it)\n"
+    f"GFX util: graphics/compute busy %, then its last {SPARK_POINTS} readings (0-100 % scale)\n"
+    "VRAM used/tot: VRAM in use / VRAM size, GiB\n"
+    "pwr: socket power now, W\n"
+    "temp: hotspot (junction) temperature, else edge, °C\n"
+    f"{MISSING}: the device did not report it"
+)
 
 
 INDEX_STYLE = {"busy": "bold black on green", "foreign": "bold black on yellow"}
@@ -79,31 +139,29 @@ INDEX_STYLE = {"busy": "bold black on green", "foreign": "bold black on yellow"}
 def cell_parts(
     snap: GpuSnapshot, history: Sequence[float], mark: str | None = None
 ) -> tuple[Part, ...]:
-    """One GPU's cell: index, util bar and %, util history, VRAM bar, power, hotspot temp.
+    """One GPU's cell under :func:`header_text`: index, GFX util % and history, VRAM, power, temp.
 
-    ``mark``: ``busy`` (a study's trial holds the GPU) or ``foreign`` (processes
-    other than this tunelab's engines are on it) colours the index. Plain
-    (text, style) pairs rather than a Rich ``Text``: eight cells at 2 Hz are
-    built, compared and drawn for the price of a few string operations.
+    `` 0   88%▁▂▃▅█ 264/288 GiB 1012W  71°C``. ``mark``: ``busy`` (a study's
+    trial holds the GPU) or ``foreign`` (processes other than this tunelab's
+    engines are on it) colours the index. Plain (text, style) pairs rather than
+    a Rich ``Text``: eight cells at 2 Hz are built, compared and drawn for the
+    price of a few string operations. A value wider than its column (a 4-digit
+    temperature, a 1000 GiB GPU) takes room from the history, never from a number.
     """
-    head: tuple[Part, ...] = ((f"{snap.index:>1}", INDEX_STYLE.get(mark or "", "bold")), (" ", ""))
+    head: tuple[Part, ...] = (
+        (f"{snap.index:>2} ", INDEX_STYLE.get(mark or "", "bold")),
+        (" ", ""),
+    )
     if snap.error:
         return (*head, ("error", "red"), (" ", ""), spark(history), (" read failed", "red"))
-    util = snap.gfx_activity
-    frac = None
-    if snap.vram_used is not None and snap.vram_total:
-        frac = snap.vram_used / snap.vram_total
-    watts = "N/A" if snap.power_w is None else f"{snap.power_w:.0f}W"
+    util = MISSING if snap.gfx_activity is None else f"{snap.gfx_activity:.0f}%"
+    watts = MISSING if snap.power_w is None else f"{snap.power_w:.0f}W"
     hot = snap.temp_hotspot if snap.temp_hotspot is not None else snap.temp_edge
-    return (
-        *head,
-        *bar(None if util is None else util / 100.0),
-        (f" {fmt.pct(util):>4} ", ""),
-        spark(history),
-        (" M", ""),
-        *bar(frac, 3),
-        (f" {watts:>5} {fmt.temp(hot)}°C", ""),
-    )
+    temp = MISSING if hot is None else f"{hot:.0f}°C"
+    tail = f" {vram_text(snap.vram_used, snap.vram_total):>11} {watts:>5} {temp:>5}"
+    fixed = sum(cell_len(text) for text, _ in head) + len(f"{util:>4}") + len(tail)
+    points = max(0, min(SPARK_POINTS, CELL_ROOM - fixed))
+    return (*head, (f"{util:>4}", ""), spark(history, points), (tail, ""))
 
 
 @lru_cache(maxsize=256)
@@ -113,9 +171,21 @@ def _on(base: Style, name: str) -> Style:
 
 
 def cell_tip(snap: GpuSnapshot) -> str:
-    """A cell's tooltip: the GPU's name and architecture, and the read error if any."""
-    tip = f"GPU {snap.index}: {snap.name or 'unknown'} ({snap.arch or '?'}); M = VRAM used"
-    return f"{tip}\n{snap.error}" if snap.error else tip
+    """A cell's tooltip: the GPU's name and architecture, the read error if any, else its details."""
+    tip = f"GPU {snap.index}: {snap.name or 'unknown'} ({snap.arch or '?'})"
+    if snap.error:
+        return f"{tip}\n{snap.error}"
+    cap = MISSING if snap.power_cap_w is None else f"{snap.power_cap_w:.0f}"
+    watts = MISSING if snap.power_w is None else f"{snap.power_w:.0f}"
+    temps = "/".join(
+        MISSING if t is None else f"{t:.0f}"
+        for t in (snap.temp_edge, snap.temp_hotspot, snap.temp_mem)
+    )
+    umc = MISSING if snap.umc_activity is None else f"{snap.umc_activity:.0f}%"
+    return (
+        f"{tip}\nVRAM {vram_text(snap.vram_used, snap.vram_total)} · memory controller busy {umc}"
+        f"\npower {watts}/{cap} W (now/cap) · temp edge/hotspot/memory {temps} °C"
+    )
 
 
 class GpuGrid(Widget):
@@ -148,7 +218,7 @@ class GpuGrid(Widget):
 
     def set_count(self, count: int) -> None:
         """One cell per GPU, each saying it waits for its first reading."""
-        self._cells = [((f"{i} …", "dim"),) for i in range(count)]
+        self._cells = [((f"{i:>2}  …", "dim"),) for i in range(count)]
         self._tips = [f"GPU {i}" for i in range(count)]
         self._fit()
 
@@ -205,7 +275,7 @@ class GpuGrid(Widget):
         cells = self._cells[first : first + self._columns]
         if not cells:
             return Strip.blank(width, base)
-        room = CELL_WIDTH - GUTTER
+        room = CELL_ROOM
         segments: list[Segment] = []
         for n, parts in enumerate(cells):
             if n:
@@ -295,6 +365,10 @@ class GpuPanel(Widget):
         self._node_text = ""
         # Kept, not queried: the 2 Hz refresh reaches them without a DOM query each tick.
         self._grid_widget = GpuGrid(id="gpu-grid")
+        self._head_widget = Static("", id="gpu-head")
+        self._head_widget.display = False
+        self._head_widget.tooltip = HEADER_TIP
+        self._head_columns = 0
         self._node_widget = Static("", id="gpu-node")
         self._node_widget.display = False
 
@@ -303,6 +377,7 @@ class GpuPanel(Widget):
         host = Static("", id="host-load")
         host.display = False
         yield host
+        yield self._head_widget
         yield self._grid_widget
         yield self._node_widget
 
@@ -357,6 +432,8 @@ class GpuPanel(Widget):
         if grid.count != count:
             grid.set_count(count)
         self.border_title = f"GPUs · {description}"
+        self._head_widget.display = count > 0
+        self._head_columns = 0  # (re)write the header for the columns that fit now
         self._fit_columns(self.size.width)
 
     def show(self, snaps: Sequence[GpuSnapshot], histories: Sequence[Sequence[float]]) -> bool:
@@ -422,9 +499,17 @@ class GpuPanel(Widget):
         node.display = True
 
     def on_resize(self, event: Resize) -> None:
-        self._fit_columns(event.size.width)
+        # The event gives the outer size: the cells live inside the border and padding.
+        self._fit_columns(event.size.width - self.styles.gutter.width)
 
     def _fit_columns(self, width: int) -> None:
+        """As many whole cells as fit in ``width`` content columns (the last needs no gutter)."""
         grid = self._grid()
-        if grid is not None:
-            grid.set_columns(max(1, (width - 2) // CELL_WIDTH))
+        if grid is None:
+            return
+        columns = max(1, (width + GUTTER) // CELL_WIDTH)
+        grid.set_columns(columns)
+        head = self._head_widget
+        if head.is_attached and columns != self._head_columns:
+            self._head_columns = columns
+            head.update(header_text(columns), layout=False)  # one fixed-height line
