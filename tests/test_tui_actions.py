@@ -185,14 +185,18 @@ def test_run_panel_result_line_warns_when_responses_came_in_one_piece() -> None:
     from tui.screens.main import result_line
 
     results = {"output_throughput": 812.4, "p99_ttft_ms": 41.0, "p99_itl_ms": 9.1}
-    streamed = SimpleNamespace(short_id="1a2b3c4d", results={**results, "tunelab": {}})
+    streamed = SimpleNamespace(
+        short_id="1a2b3c4d", is_probe=False, results={**results, "tunelab": {}}
+    )
     assert result_line(streamed) == (
         "trial 1a2b3c4d: 812 tok/s · TTFT p99 41.0 ms · ITL p99 9.1 ms"
     )
     streamed.results["tunelab"]["one_chunk_fraction"] = 0.49
     assert "one piece" not in result_line(streamed)
     starved = SimpleNamespace(
-        short_id="5e6f7a8b", results={**results, "tunelab": {"one_chunk_fraction": 0.83}}
+        short_id="5e6f7a8b",
+        is_probe=False,
+        results={**results, "tunelab": {"one_chunk_fraction": 0.83}},
     )
     assert result_line(starved).endswith(
         "· ⚠ 83% of responses arrived in one piece: TTFT/ITL show a starved server"

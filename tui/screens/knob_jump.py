@@ -78,7 +78,10 @@ class KnobJump(ModalScreen[str | None]):
     def _fill(self, query: str) -> None:
         options = self.query_one(OptionList)
         options.clear_options()
-        matches = match_knobs(query)[:MAX_SHOWN]
+        # The knobs that apply to the target first (the core's order), each half best first.
+        ranked = match_knobs(query)
+        matches = [k for k in ranked if self.available.get(k.key) is not False]
+        matches = (matches + [k for k in ranked if self.available.get(k.key) is False])[:MAX_SHOWN]
         for knob in matches:
             label = Text(knob.key)
             group = catalogue.GROUP_TITLES.get(knob.group, knob.group)

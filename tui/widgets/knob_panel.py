@@ -269,7 +269,7 @@ class KnobRow(Horizontal, Parking):
 
 
 class KnobPanel(VerticalScroll):
-    """All knobs by group, in catalogue order.
+    """All knobs by group: catalogue order, with what applies to the target first (issue 32).
 
     The screen is composed with the group titles only; the rows mount once the
     app has put the whole first frame on the terminal (:meth:`reveal_soon`,
@@ -306,8 +306,11 @@ class KnobPanel(VerticalScroll):
             )
 
     def _rows(self, items: tuple[Knob, ...]) -> list[KnobRow]:
-        version = self.target[0] if self.target else self.version
-        return [KnobRow(knob, catalogue.choices_for(knob, version)) for knob in items]
+        version, platform = self.target or (self.version, None)
+        return [
+            KnobRow(knob, catalogue.choices_for(knob, version))
+            for knob in catalogue.applicable_first(items, version, platform)
+        ]
 
     @property
     def complete(self) -> bool:
@@ -387,6 +390,31 @@ class KnobPanel(VerticalScroll):
             if row.knob.key not in keep:
                 row.set_value(config.get(row.knob.key))
 
+    def _order_groups(self, order: list[str]) -> None:
+        """Put the group blocks in ``order`` (the core's: groups that apply first)."""
+        blocks = [self.query_one(f"#group-{_dom_id(g)}", Vertical) for g in order]
+        for place, block in enumerate(blocks):
+            if list(self.children).index(block) == place:
+                continue
+            if place == 0:
+                self.move_child(block, before=0)
+            else:
+                self.move_child(block, after=blocks[place - 1])
+
+    def _order_rows(self, group: str, knobs: list[Knob]) -> None:
+        """Put a mounted group's rows in ``knobs``' order (below the group's title)."""
+        block = self.query_one(f"#group-{_dom_id(group)}", Vertical)
+        rows = [row for row in block.query_children(KnobRow) if isinstance(row, KnobRow)]
+        by_key = {row.knob.key: row for row in rows}
+        wanted = [by_key[k.key] for k in knobs if k.key in by_key]
+        if [r.knob.key for r in rows] == [r.knob.key for r in wanted]:
+            return
+        for place, row in enumerate(wanted):
+            if place == 0:
+                block.move_child(row, after=0)  # after the title
+            else:
+                block.move_child(row, after=wanted[place - 1])
+
     def mark_availability(self, version: str | None, platform: str | None) -> int:
         """Mark knobs that do not apply to the target; returns how many are n/a.
 
@@ -397,6 +425,10 @@ class KnobPanel(VerticalScroll):
         self.target = (version, platform)
         for row in self._mounted_rows():
             row.apply_target(version, platform)
+        self._order_groups(catalogue.group_order(version, platform))
+        for group, items in catalogue.groups().items():
+            if group not in self._pending:  # mounted: its rows in the target's order too
+                self._order_rows(group, catalogue.applicable_first(items, version, platform))
         count = sum(not catalogue.available(k, version, platform).ok for k in catalogue.KNOBS)
         self.border_subtitle = f"{count} n/a on {platform or '?'}" if count else ""
         return count

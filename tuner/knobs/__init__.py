@@ -108,6 +108,29 @@ def groups() -> dict[str, tuple[Knob, ...]]:
     return {name: tuple(items) for name, items in out.items() if items}
 
 
+def group_order(version: str | None, platform: str | None) -> list[str]:
+    """The groups as a target's user wants them: any knob that applies first, n/a groups last.
+
+    On the CPU engine the AITER group is all ⊘: listed first (catalogue order), it
+    filled the knob panel at 80×24 with rows that do nothing (issue 32). Groups keep
+    their catalogue order within each half.
+    """
+    grouped = groups()
+    live = [
+        g for g, items in grouped.items() if any(available(k, version, platform).ok for k in items)
+    ]
+    return live + [g for g in grouped if g not in live]
+
+
+def applicable_first(
+    knobs: Iterable[Knob], version: str | None, platform: str | None
+) -> list[Knob]:
+    """``knobs`` with those that apply to the target first, each half in the order given."""
+    listed = list(knobs)
+    ok = [k for k in listed if available(k, version, platform).ok]
+    return ok + [k for k in listed if k not in ok]
+
+
 def available(knob: Knob, version: str | None, platform: str | None) -> Availability:
     """Whether ``knob`` exists in vLLM ``version`` and has an effect on ``platform``.
 
