@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import typer
 from textual.message import Message
-from textual.widgets import DataTable, Input, Select, Static, Switch
+from textual.widgets import DataTable, Input, RichLog, Select, Static, Switch
 from typer.testing import CliRunner
 
 from tests.support.tui_harness import services, settle, wait_for
@@ -30,6 +30,7 @@ from tui.screens.results import ResultsScreen
 from tui.widgets.findings_panel import FindingsPanel
 from tui.widgets.knob_panel import KnobPanel
 from tui.widgets.status_bar import StatusBar
+from tuner.bench.window import window_note
 from tuner.cli.app import app as cli_app
 from tuner.cli.app import register_all
 from tuner.engine import effective
@@ -144,6 +145,13 @@ async def test_run_shows_live_stages_and_the_result_row(tmp_path: Path) -> None:
         assert app.main.query_one(StatusBar).engine_state == "idle"
         trial = app.session.trials[-1]
         assert trial.status == "done" and trial.results["completed"] == 16
+        # 16 requests measure a sub-second window: the panel warns, with the core's size.
+        window = window_note(trial.results)
+        assert window is not None and window.suggested_prompts > 16
+        figures = str(app.main.query_one("#run-figures", Static).render())
+        assert window.short() in " ".join(figures.split())
+        events = [strip.text for strip in app.main.query_one("#run-log", RichLog).lines]
+        assert any(f"--num-prompts {window.suggested_prompts}" in line for line in events)
         await pilot.press("t")
         await pilot.pause()
         assert isinstance(app.screen, ResultsScreen)

@@ -44,6 +44,7 @@ from tui.widgets.run_panel import RunPanel
 from tui.widgets.status_bar import StatusBar
 from tui.widgets.workload_panel import WorkloadPanel
 from tuner.bench.metrics import delivery_warning
+from tuner.bench.window import window_note
 from tuner.bench.workload import Workload
 from tuner.config import EngineConfig
 from tuner.foreign_text import one_line
@@ -323,7 +324,12 @@ class MainScreen(Screen[None]):
         elif isinstance(event, ev.TrialDone):
             trial = event.trial
             panel.stage("done", self._backend, at=at)
-            panel.note(result_line(trial), at=at)
+            # A capacity probe's load sets its window, not the user's workload.
+            window = None if trial.is_probe else window_note(trial.results)
+            line = result_line(trial)
+            panel.note(f"{line} · {window.short()}" if window else line, at=at)
+            if window is not None:
+                panel.event(f"⚠ {window.describe()}", style="yellow", at=at)
         elif isinstance(event, ev.TrialFailed):
             panel.stage("failed", None, event.reason, at=at)
             panel.engine_line(f"FAILED: {event.reason}")

@@ -21,6 +21,7 @@ from rich.table import Table
 
 from tuner.bench.host_noise import host_note
 from tuner.bench.metrics import delivery_warning
+from tuner.bench.window import window_note
 from tuner.cli import options as opt
 from tuner.cli.guard_view import guard_cell, guard_json, study_guards
 from tuner.cli.safe_text import clean, markup
@@ -377,6 +378,9 @@ def _print_results(console: Console, trial: Trial) -> None:
     host = host_note(trial.results)
     if host:
         console.print(f"[yellow]host:[/] {markup(host)}")
+    window = None if trial.is_probe else window_note(trial.results)
+    if window is not None:  # a capacity probe's load sets its window
+        console.print(f"[yellow]window:[/] {markup(window.describe())}")
 
 
 def _print_server_and_gpu(console: Console, trial: Trial) -> None:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from tuner.bench.host_noise import host_note
 from tuner.bench.metrics import delivery_warning, is_chunk_metric
+from tuner.bench.window import repeats_note
 from tuner.engine.effective import arms_differences
 from tuner.environment import arm_notes
 from tuner.errors import TunelabError
@@ -266,6 +267,12 @@ def _notes(trials: Sequence[Trial], arms: dict[str, list[Trial]], objective: str
         if t.arm in arms and (note := host_note(t.results or {}))
     )
     notes.extend(sample_notes(arms))
+    # Short windows whose repeats spread: the size that would steady them (issue 32).
+    notes.extend(
+        f"{arm}: {window.describe()}"
+        for arm, ts in arms.items()
+        if (window := repeats_note([t.results for t in ts if value_of(t, objective) is not None]))
+    )
     unusable_design = stored_design(arms["A"] + arms["B"])[1]
     if unusable_design:
         notes.append(unusable_design)
