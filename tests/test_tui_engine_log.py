@@ -137,5 +137,6 @@ async def test_run_panel_shows_what_vllm_ran_differently_from_the_request(
         for m in ran.mismatches:  # ... and the panel shows every one of them
             assert f"{m.knob}={m.effective} ≠ requested {m.requested}" in shown, shown
         assert "cudagraph-mode=NONE ≠ requested FULL" in shown
-        events = "\n".join(_lines(app.main.query_one("#run-log", RichLog)))
+        # Events wrap inside the panel: read them as one text.
+        events = " ".join(" ".join(_lines(app.main.query_one("#run-log", RichLog))).split())
         assert "requested cudagraph-mode=FULL, but vLLM ran NONE" in events

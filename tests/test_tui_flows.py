@@ -150,8 +150,9 @@ async def test_run_shows_live_stages_and_the_result_row(tmp_path: Path) -> None:
         assert window is not None and window.suggested_prompts > 16
         figures = str(app.main.query_one("#run-figures", Static).render())
         assert window.short() in " ".join(figures.split())
-        events = [strip.text for strip in app.main.query_one("#run-log", RichLog).lines]
-        assert any(f"--num-prompts {window.suggested_prompts}" in line for line in events)
+        lines = [strip.text for strip in app.main.query_one("#run-log", RichLog).lines]
+        events = " ".join(" ".join(lines).split())  # events wrap inside the panel
+        assert f"--num-prompts {window.suggested_prompts}" in events
         await pilot.press("t")
         await pilot.pause()
         assert isinstance(app.screen, ResultsScreen)

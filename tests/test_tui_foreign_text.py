@@ -5,7 +5,7 @@ report do (tuner.foreign_text)."""
 from __future__ import annotations
 
 from tui.screens.log_view import render_line
-from tui.widgets.results_table import config_cell
+from tui.widgets.results_table import cut
 from tui.widgets.run_panel import LogLine
 
 HOSTILE = "ok\x1b[2J\x1b]0;pwned\x07 ev\u202eli\u2066x"
@@ -23,6 +23,6 @@ def test_engine_log_lines_lose_escapes_and_show_bidi_controls() -> None:
 
 
 def test_knob_values_in_the_results_table_are_one_clean_line() -> None:
-    cell = config_cell(f"served-model-name={HOSTILE}\nmax-num-seqs=8", width=200).plain
+    cell = cut(f"served-model-name={HOSTILE}\nmax-num-seqs=8", 200).plain
     _safe(cell)
     assert "\n" not in cell

@@ -24,8 +24,9 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
+from tui.widgets.footer import TunelabFooter
 from tui.widgets.results_table import knob_diff, one_piece_warning
 from tuner.foreign_text import clean
 from tuner.lab.reports import MetricComparison as MetricRow
@@ -61,6 +62,28 @@ def one_piece_arms(found: Comparison) -> dict[str, str]:
         if warning:
             out[arm] = warning
     return out
+
+
+# Below this many columns the table drops spreads and counts (the note keeps n) and
+# the verdict joins the change's cell: at 80 the interval and verdict were cut off.
+NARROW = 110
+SHORT_VERDICT = {
+    Verdict.A_BETTER: "A better",
+    Verdict.B_BETTER: "B better",
+    Verdict.NO_DIFFERENCE: "n.s.",
+}
+
+
+def narrow_cells(row: MetricRow) -> tuple[Text, Text, Text]:
+    """A, B and ``B vs A · verdict`` of one metric row in the 80-column layout."""
+    wide = metric_cells(row)
+    if row.withheld:
+        return wide[0], wide[1], wide[2]
+    change = Text(f"{format_relative(row)} ")
+    change.append(
+        SHORT_VERDICT.get(row.verdict, str(row.verdict)), style=VERDICT_STYLE.get(row.verdict, "")
+    )
+    return Text(f"{row.a.mean:.4g}"), Text(f"{row.b.mean:.4g}"), change
 
 
 def metric_cells(row: MetricRow) -> tuple[Text, Text, Text, Text]:
@@ -106,7 +129,7 @@ class CompareScreen(Screen[None]):
         yield Static("", id="compare-title")
         yield DataTable(id="compare-table", cursor_type="row", zebra_stripes=True)
         yield Static("", id="compare-note")
-        yield Footer(compact=True)
+        yield TunelabFooter(compact=True)
 
     def on_mount(self) -> None:
         baseline = self.study.baseline()
@@ -131,10 +154,16 @@ class CompareScreen(Screen[None]):
         title.update(heading)
         table = self.query_one(DataTable)
         # The level the A/B was judged at (its stored judgement), not a fixed 95%.
-        table.add_columns("metric", "A", "B", f"B vs A [{report.confidence:.0%} CI]", "verdict")
+        interval = f"B vs A [{report.confidence:.0%} CI]"
         one_piece = one_piece_arms(found)
-        for row in report.rows:
-            table.add_row(row.metric, *metric_cells(row), key=row.metric)
+        if self.app.size.width < NARROW:
+            table.add_columns("metric", "A mean", "B mean", f"{interval} · verdict")
+            for row in report.rows:
+                table.add_row(row.metric, *narrow_cells(row), key=row.metric)
+        else:
+            table.add_columns("metric", "A", "B", interval, "verdict")
+            for row in report.rows:
+                table.add_row(row.metric, *metric_cells(row), key=row.metric)
         source = "A/B" if found.source is ComparisonSource.AB else "POOLED"
         self.guard = guard = found.outputs
         note = Text(f"{clean(report.summary())}\n")

@@ -16,8 +16,9 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, RichLog, Static
+from textual.widgets import DataTable, RichLog, Static
 
+from tui.widgets.footer import TunelabFooter
 from tuner.foreign_text import clean, one_line
 from tuner.service import view
 
@@ -40,7 +41,7 @@ class JobsView(Screen[None]):
         yield Static("Jobs · detached tunelab commands (tunelab jobs start -- …)", id="jobs-header")
         yield DataTable(id="jobs-table", cursor_type="row", zebra_stripes=True)
         yield RichLog(wrap=False, markup=False, highlight=False, id="jobs-log")
-        yield Footer(compact=True)
+        yield TunelabFooter(compact=True)
 
     def on_mount(self) -> None:
         table = self.query_one("#jobs-table", DataTable)

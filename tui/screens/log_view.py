@@ -16,8 +16,9 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
-from textual.widgets import Footer, Input, RichLog, Static
+from textual.widgets import Input, RichLog, Static
 
+from tui.widgets.footer import TunelabFooter
 from tui.widgets.run_panel import EngineLog, LogLine
 from tuner.foreign_text import clean
 
@@ -42,6 +43,7 @@ class LogView(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Close", id="log.close"),
         Binding("slash", "search", "Search", id="log.search"),
+        Binding("w", "wrap", "Wrap", id="log.wrap"),
         Binding("g", "top", "Top", show=False, id="log.top"),
         Binding("G", "bottom", "Bottom", show=False, id="log.bottom"),
     ]
@@ -53,8 +55,10 @@ class LogView(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static("", id="log-header")
         yield Input(placeholder="search the engine log (/)", id="log-search", compact=True)
-        yield RichLog(wrap=False, markup=False, highlight=False, id="log-lines")
-        yield Footer(compact=True)
+        # Wrapped by default: a long line (vLLM's `non-default args`) is read whole; `w`
+        # unwraps it for column-aligned output, which then scrolls sideways.
+        yield RichLog(wrap=True, min_width=20, markup=False, highlight=False, id="log-lines")
+        yield TunelabFooter(compact=True)
 
     def on_mount(self) -> None:
         self.show_lines("")
@@ -85,7 +89,8 @@ class LogView(Screen[None]):
             out.append(f", {log.shutdown_count} after the stop request (shutdown)", style="yellow")
         if query:
             out.append(f" · {shown} match “{query}”", style="bold")
-        out.append(" · Esc closes", style="dim")
+        wrap = self.query_one("#log-lines", RichLog).wrap
+        out.append(f" · {'wrapped' if wrap else 'unwrapped'} (w) · Esc closes", style="dim")
         return out
 
     def on_input_changed(self, event: Input.Changed) -> None:
@@ -93,6 +98,12 @@ class LogView(Screen[None]):
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self.query_one("#log-lines", RichLog).focus()
+
+    def action_wrap(self) -> None:
+        view = self.query_one("#log-lines", RichLog)
+        view.wrap = not view.wrap
+        self.show_lines(self.query_one("#log-search", Input).value)
+        self.notify("long lines wrapped" if view.wrap else "long lines scroll sideways (←/→)")
 
     def action_search(self) -> None:
         self.query_one("#log-search", Input).focus()

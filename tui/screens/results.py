@@ -15,10 +15,11 @@ from typing import ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from tui.screens.compare import CompareScreen
 from tui.screens.export import ExportScreen
+from tui.widgets.footer import TunelabFooter
 from tui.widgets.pareto_plot import ParetoPlot
 from tui.widgets.results_table import SORTABLE, STEP_KEY, ResultsTable
 from tui.widgets.status_bar import StatusBar
@@ -47,6 +48,7 @@ class ResultsScreen(Screen[None]):
 
     _sort_index = 0
     _reverse = False
+    _shown_width = 0  # the width the table was last laid out for
 
     def __init__(
         self, study: Study, header: StatusBar | None = None, store_path: Path | None = None
@@ -60,9 +62,10 @@ class ResultsScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status")
         yield ResultsTable(id="results-table")
+        yield Static("", id="results-detail")
         yield ParetoPlot(id="results-plot")
         yield Static("", id="results-note")
-        yield Footer(compact=True)
+        yield TunelabFooter(compact=True)
 
     def on_mount(self) -> None:
         if self.header is not None:
@@ -79,9 +82,16 @@ class ResultsScreen(Screen[None]):
         trials = self.study.trials()
         baseline = self.study.baseline(trials)
         steps = self.study.capacity_steps(trials)
-        self.query_one(ResultsTable).show(
-            trials, baseline.trial.id if baseline else None, self.study.guards(trials), steps
+        table = self.query_one(ResultsTable)
+        table.show(
+            trials,
+            baseline.trial.id if baseline else None,
+            self.study.guards(trials),
+            steps,
+            width=self.app.size.width,
         )
+        self._shown_width = self.app.size.width
+        self._show_detail()
         front = self.query_one(ParetoPlot).show(trials)
         done = sum(1 for t in trials if t.results)
         probes = sum(len(step.probes) for step in steps)
@@ -89,9 +99,23 @@ class ResultsScreen(Screen[None]):
         self.query_one("#results-note", Static).update(
             f"study {self.study.name}: {len(trials)} trials{held}, {done} with results; "
             f"baseline {baseline.describe() if baseline else '★ –'}; "
-            f"Pareto front: {', '.join(t.short_id for t in front) or '–'}. "
-            "o: sort · b: baseline · c: compare with baseline · e: export · Esc: back"
+            f"Pareto front: {', '.join(t.short_id for t in front) or '–'}."
         )
+
+    def on_resize(self) -> None:
+        """Another width fits other columns and another config room (results_table.layout)."""
+        if self.app.size.width != self._shown_width:
+            self.reload()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_detail(event.row_key.value)
+
+    def _show_detail(self, key: str | None = None) -> None:
+        """The highlighted row in full (the columns a narrow table leaves out, every knob)."""
+        table = self.query_one(ResultsTable)
+        key = key if key is not None else self.selected_id()
+        detail = table.details.get(key or "")
+        self.query_one("#results-detail", Static).update(detail if detail is not None else "")
 
     def selected_id(self) -> str | None:
         """The row key under the cursor: a trial id, or a capacity launch's (``STEP_KEY…``)."""

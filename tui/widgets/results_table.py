@@ -49,7 +49,24 @@ COLUMNS: tuple[tuple[str, str, str | None, str, bool], ...] = (
     ("guard", "guard", None, "", True),
     ("config", "config", None, "", True),
 )
-CONFIG_WIDTH = 40  # knob diffs beyond this end in an ellipsis (the compare view shows all)
+MIN_CONFIG_WIDTH = 16
+WIDE_FROM = 120  # from this many columns every column is shown
+ALL_KEYS = tuple(key for key, *_ in COLUMNS)
+NARROW_KEYS = ("mark", "id", "status", "tok_s", "d_tok_s", "ttft", "d_ttft", "config")
+# What each column's cells take at most (status: "interrupted ⚑"); config takes the rest.
+WIDTHS = {
+    "mark": 1,
+    "id": 8,
+    "status": 13,
+    "tok_s": 6,
+    "d_tok_s": 7,
+    "ttft": 8,
+    "d_ttft": 9,
+    "itl": 9,
+    "d_itl": 7,
+    "req_s": 6,
+    "guard": 8,
+}
 CHUNK_METRICS = ("itl",)  # columns that are meaningless when responses came in one piece
 ONE_PIECE = "⚠"
 BUSY_HOST = "⚑"
@@ -90,16 +107,26 @@ def delta(value: float | None, base: float | None, higher_better: bool) -> Text:
 
 
 class ResultsTable(DataTable[Any]):
-    """All trials, newest last."""
+    """All trials, newest last; the columns the width holds, each row's full story in ``details``."""
 
     guards: dict[str, TrialGuard]  # trial id -> the guard's verdict, as last shown
+    details: dict[str, Text]  # row key -> the line the detail pane shows for it
+    shown: tuple[str, ...] = ()  # the column keys on screen
 
     def on_mount(self) -> None:
         self.guards = {}
+        self.details = {}
         self.cursor_type = "row"
         self.zebra_stripes = True
+
+    def _columns(self, keys: tuple[str, ...]) -> None:
+        if keys == self.shown:
+            return
+        self.clear(columns=True)
         for key, label, *_ in COLUMNS:
-            self.add_column(label, key=key)
+            if key in keys:
+                self.add_column(label, key=key)
+        self.shown = keys
 
     def show(
         self,
@@ -107,6 +134,7 @@ class ResultsTable(DataTable[Any]):
         baseline_id: str | None,
         guards: Mapping[str, TrialGuard] | None = None,
         steps: Sequence[CapacityStep] = (),
+        width: int = WIDE_FROM,
     ) -> None:
         """Fill the table; the baseline row is marked ★ and deltas are against it.
 
@@ -114,85 +142,170 @@ class ResultsTable(DataTable[Any]):
         ``steps``: the study's capacity launches (``Study.capacity_steps``): each
         launch gets a row with its capacity above its first probe, and a probe row
         shows its load and ✓/✗, never a Δ against a baseline at another load.
+        ``width``: the columns the table has (:func:`layout` picks what fits; the config
+        column gets the rest, :func:`config_room`).
         """
+        keys = layout(width)
+        self._columns(keys)
         self.clear()
+        self.details = {}
         baseline = next((t for t in trials if t.id == baseline_id), None)
         self.guards = guards = dict(guards or {})
         heads = {step.trial_ids[0]: step for step in steps}
+        rows: list[tuple[dict[str, Any], str, Text]] = []
         for trial in trials:
             step = heads.get(trial.id)
             if step is not None:
-                self.add_row(*step_cells(step), key=STEP_KEY + trial.id)
+                rows.append((step_cells(step), STEP_KEY + trial.id, Text(step.summary())))
             probe = probe_view(trial)
             if probe is not None:
-                self.add_row(*probe_cells(probe), key=trial.id)
+                rows.append(
+                    (probe_cells(probe), trial.id, Text(f"{trial.short_id} {probe.line()}"))
+                )
                 continue
-            cells: list[Any] = []
-            for key, _label, name, fmt, _higher in COLUMNS:
-                if key == "mark":
-                    cells.append(Text("★", style="bold yellow") if trial is baseline else "")
-                elif key == "id":
-                    cells.append(trial.short_id)  # hex: nothing markup could read
-                elif key == "status":
-                    cells.append(status_cell(trial))
-                elif key == "config":
-                    cells.append(config_cell(knob_diff(trial, baseline)))
-                elif key == "guard":
-                    cells.append(guard_cell(guards.get(trial.id)))
-                elif key.startswith("d_"):
-                    src = next(c for c in COLUMNS if c[0] == key[2:])
-                    value = metric(trial, src[2]) if src[2] else None
-                    base = metric(baseline, src[2]) if baseline and src[2] else None
-                    cells.append(delta(value, base, src[4]) if trial is not baseline else Text(""))
-                else:
-                    value = metric(trial, name) if name else None
-                    one_piece = key in CHUNK_METRICS and one_piece_warning(trial) is not None
-                    cells.append(_Num(value, fmt, flagged=one_piece))
-            self.add_row(*cells, key=trial.id)
+            guard = guards.get(trial.id)
+            rows.append(
+                (
+                    trial_cells(trial, baseline, guard),
+                    trial.id,
+                    trial_detail(trial, baseline, guard),
+                )
+            )
+        # The table's own width once laid out (the screen's less its padding before).
+        room = config_room(self.size.width or width - 2, keys, [c for c, _k, _d in rows])
+        for cells, key, detail in rows:
+            cells["config"] = cut(cells["config"], room)
+            self.add_row(*(cells[k] for k in self.shown), key=key)
+            self.details[key] = detail
 
 
-def step_cells(step: CapacityStep) -> list[Any]:
+def layout(width: int) -> tuple[str, ...]:
+    """The column keys that fit ``width``.
+
+    Below :data:`WIDE_FROM` columns ITL, req/s and the guard give way (the
+    detail pane under the table shows them for the highlighted row).
+    """
+    return ALL_KEYS if width >= WIDE_FROM else NARROW_KEYS
+
+
+def config_room(width: int, keys: tuple[str, ...], rows: Sequence[dict[str, Any]]) -> int:
+    """What the other columns leave the config column, measured on the cells shown.
+
+    The config takes the rest of the width, so at 160 columns a knob diff is
+    not cut at 40 characters, and at 80 it still has a column.
+    """
+    used = 2  # the vertical scrollbar, when the rows outgrow the table
+    for key, label, *_ in COLUMNS:
+        if key in keys and key != "config":
+            cells = [_width(row[key]) for row in rows]
+            used += max([len(label), *cells]) + 2  # cell padding on both sides
+    return max(MIN_CONFIG_WIDTH, width - used - 2)  # the config cell's own padding
+
+
+def _width(cell: Any) -> int:
+    return cell.cell_len if isinstance(cell, Text) else len(str(cell))
+
+
+def cut(cell: Any, room: int) -> Text:
+    """A config cell cut to ``room`` with an ellipsis (a plain text never reads as markup)."""
+    text = cell.copy() if isinstance(cell, Text) else Text(one_line(str(cell)), no_wrap=True)
+    if text.cell_len > room:
+        text.truncate(room - 1)
+        text.append("…")
+    return text
+
+
+def trial_cells(trial: Any, baseline: Any | None, guard: TrialGuard | None) -> dict[str, Any]:
+    """A config's trial: its figures, Δ against the baseline, guard and knob diff, by column."""
+    cells: dict[str, Any] = {}
+    for key, _label, name, fmt, _higher in COLUMNS:
+        if key == "mark":
+            cells[key] = Text("★", style="bold yellow") if trial is baseline else ""
+        elif key == "id":
+            cells[key] = trial.short_id  # hex: nothing markup could read
+        elif key == "status":
+            cells[key] = status_cell(trial)
+        elif key == "config":
+            cells[key] = Text(one_line(knob_diff(trial, baseline)), no_wrap=True)
+        elif key == "guard":
+            cells[key] = guard_cell(guard)
+        elif key.startswith("d_"):
+            src = next(c for c in COLUMNS if c[0] == key[2:])
+            value = metric(trial, src[2]) if src[2] else None
+            base = metric(baseline, src[2]) if baseline and src[2] else None
+            cells[key] = delta(value, base, src[4]) if trial is not baseline else Text("")
+        else:
+            value = metric(trial, name) if name else None
+            one_piece = key in CHUNK_METRICS and one_piece_warning(trial) is not None
+            cells[key] = _Num(value, fmt, flagged=one_piece)
+    return cells
+
+
+def trial_detail(trial: Any, baseline: Any | None, guard: TrialGuard | None) -> Text:
+    """The highlighted row in full: every figure with its Δ, the guard and every knob change."""
+    out = Text(no_wrap=False)
+    out.append(f"{trial.short_id}", style="bold")
+    if trial.arm_label:
+        out.append(f" {trial.arm_label}")
+    out.append(" · ")
+    out.append_text(status_cell(trial))
+    for key, label, name, fmt, higher in COLUMNS:
+        if name is None:
+            continue
+        value = metric(trial, name)
+        out.append(f" · {label} {'–' if value is None else format(value, fmt)}")
+        if baseline is not None and trial is not baseline and value is not None:
+            change = delta(value, metric(baseline, name), higher)
+            if change.plain:
+                out.append(" (")
+                out.append_text(change)
+                out.append(")")
+        if key in CHUNK_METRICS and (warning := one_piece_warning(trial)):
+            out.append(f" {ONE_PIECE} {warning}", style="yellow")
+    out.append(" · guard ")
+    out.append_text(guard_cell(guard))
+    if trial is baseline:
+        out.append(" · ★ the baseline")
+    else:
+        changes = knob_changes(baseline, trial) if baseline is not None else []
+        text = "; ".join(f"{c.key}: {c.baseline} → {c.value}" for c in changes)
+        out.append(f" · {one_line(text or knob_diff(trial, baseline))}")
+    return out
+
+
+def step_cells(step: CapacityStep) -> dict[str, Any]:
     """A capacity launch's row: ``L1`` and its capacity (the core's summary) in the config cell."""
-    cells: list[Any] = []
+    cells: dict[str, Any] = {}
     for key, *_ in COLUMNS:
         if key == "id":
-            cells.append(Text(step.name, style="bold"))
+            cells[key] = Text(step.name, style="bold")
         elif key == "status":
-            cells.append(Text("capacity", style="bold"))
+            cells[key] = Text("capacity", style="bold")
         elif key == "config":
-            cells.append(Text(step.summary(), style="bold", no_wrap=True))
+            cells[key] = Text(step.summary(), style="bold", no_wrap=True)
         else:
-            cells.append(_Num(None, "") if key in _METRIC_KEYS else Text(""))
+            cells[key] = _Num(None, "") if key in _METRIC_KEYS else Text("")
     return cells
 
 
-def probe_cells(probe: ProbeView) -> list[Any]:
+def probe_cells(probe: ProbeView) -> dict[str, Any]:
     """A probe's row: its figures and ``probe L1 · 16 users ✓``; no Δ, no guard, never ★."""
     trial = probe.trial
-    cells: list[Any] = []
+    cells: dict[str, Any] = {}
     for key, _label, name, fmt, _higher in COLUMNS:
         if key == "id":
-            cells.append(trial.short_id)
+            cells[key] = trial.short_id
         elif key == "status":
-            cells.append(status_cell(trial))
+            cells[key] = status_cell(trial)
         elif key == "config":
             style = "green" if probe.met else "red" if probe.met is False else "dim"
-            cells.append(Text(probe.cell(), style=style, no_wrap=True))
+            cells[key] = Text(probe.cell(), style=style, no_wrap=True)
         elif key in _METRIC_KEYS and name:
             one_piece = key in CHUNK_METRICS and one_piece_warning(trial) is not None
-            cells.append(_Num(metric(trial, name), fmt, flagged=one_piece))
+            cells[key] = _Num(metric(trial, name), fmt, flagged=one_piece)
         else:
-            cells.append(Text(""))
+            cells[key] = Text("")
     return cells
-
-
-def config_cell(text: str, width: int = CONFIG_WIDTH) -> Text:
-    """The knob diff as plain text (no markup, no escapes: knob values are foreign text), cut to
-    ``width`` with an ellipsis."""
-    text = one_line(text)
-    if len(text) > width:
-        text = text[: width - 1] + "…"
-    return Text(text, no_wrap=True)
 
 
 def status_cell(trial: Any) -> Text:

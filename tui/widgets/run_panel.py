@@ -80,13 +80,31 @@ class EngineLog:
 
 
 def stage_line(
-    stage: str, backend: str | None, detail: str = "", mismatch: str | None = None
+    stage: str,
+    backend: str | None,
+    detail: str = "",
+    mismatch: str | None = None,
+    width: int | None = None,
 ) -> Text:
     """`starting → ready (TRITON_ATTN) → warm-up → measuring` with the current one lit.
 
     ``mismatch`` (what was requested when vLLM used something else) is drawn in
     bold red right after the backend: `ready (CPU_ATTN ≠ requested TORCH_SDPA)`.
+    ``width``: the room the line has; when the whole chain does not fit, the
+    stages already passed give way (`… → warm-up → measuring`), so the current
+    stage is never the part cut off (at 80×24 it was).
     """
+    current = min(STAGES.index(stage), len(STAGES) - 2) if stage in STAGES else 0
+    line = _stages(stage, backend, detail, mismatch, 0)
+    for first in (current - 1, current):  # the stage before the current one, then none
+        if width is None or line.cell_len - len(detail) <= width or first < 1:
+            continue
+        line = _stages(stage, backend, detail, mismatch, first)
+    return line
+
+
+def _stages(stage: str, backend: str | None, detail: str, mismatch: str | None, first: int) -> Text:
+    """The stage chain from ``STAGES[first]`` (``…`` standing for those before it)."""
     out = Text(no_wrap=True, overflow="ellipsis")
     if stage in ("failed", "stopped", "skipped"):
         out.append(stage, style="bold red")
@@ -94,8 +112,12 @@ def stage_line(
             out.append(f": {detail}")
         return out
     current = STAGES.index(stage) if stage in STAGES else -1
+    if first:
+        out.append("… → ", style="dim")
     for i, name in enumerate(STAGES[:-1]):
-        if i:
+        if i < first:
+            continue
+        if i > first:
             out.append(" → ", style="dim")
         style = "bold reverse" if i == current else ("green" if i < current else "dim")
         if name == "ready" and backend:
@@ -193,7 +215,7 @@ class RunPanel(Vertical):
         bar.display = False
         yield bar
         yield Static("", id="run-figures")
-        yield RichLog(max_lines=EVENT_LINES, wrap=True, markup=False, id="run-log")
+        yield RichLog(max_lines=EVENT_LINES, wrap=True, min_width=20, markup=False, id="run-log")
 
     def on_mount(self) -> None:
         self.border_title = "Run"
@@ -343,9 +365,9 @@ class RunPanel(Vertical):
             waited = clock(time.monotonic() - self._stage_since)
             detail = f"{detail} {waited}".strip()
         mismatch = self._mismatch if self._backend and self._backend != self._mismatch else None
-        self.query_one("#run-stage", Static).update(
-            stage_line(self._stage, self._backend, detail, mismatch)
-        )
+        line = self.query_one("#run-stage", Static)
+        width = line.content_size.width or None  # 0 before the first layout: no room known
+        line.update(stage_line(self._stage, self._backend, detail, mismatch, width))
 
     def _tick(self) -> None:
         """Once a second while a job runs: elapsed seconds (engine start, job ETA)."""
