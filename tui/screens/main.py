@@ -17,7 +17,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Static
@@ -103,7 +103,8 @@ class MainScreen(Screen[None]):
                 yield RunPanel(id="run")
             with Vertical(id="right"):
                 yield KnobPanel(id="knobs")
-                yield Static("", id="knob-help")
+                with VerticalScroll(id="knob-help-box"):  # a long help scrolls, not cut
+                    yield Static("", id="knob-help")
                 yield FindingsPanel(id="findings")
         yield TunelabFooter(compact=True)
 

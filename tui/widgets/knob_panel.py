@@ -187,8 +187,7 @@ class KnobRow(Horizontal, Parking):
             parts.append(f"[n/a: {self.availability.reason}]")
         elif self.availability.note:
             parts.append(f"[{self.availability.note}]")
-        for value, why in self.value_reasons.items():
-            parts.append(f"[⊘ {value}: {why}]")
+        parts.extend(f"[{line}]" for line in checks.grouped_marks(self.value_reasons))
         if self.knob.source:
             parts.append(f"({self.knob.cited_source})")
         return " ".join(parts)

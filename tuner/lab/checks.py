@@ -11,6 +11,7 @@ finding like any rule's, so it blocks Run and is listed until corrected.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 from tuner.bench.workload import Workload
@@ -127,6 +128,20 @@ def value_marks(
             if why and choice not in marks:
                 marks[choice] = why
     return marks
+
+
+def grouped_marks(marks: Mapping[str, str]) -> list[str]:
+    """``⊘ FLASH_ATTN, FLASHINFER: exists only on cuda``: the values that share a reason, once.
+
+    46 backends with a sentence each made a 5,000-character help line; grouped
+    by reason it is a few lines, and every ⊘ value is still named.
+    """
+    groups: dict[str, list[str]] = {}
+    for value, why in marks.items():
+        # The value's own name in its reason ("Cannot use TORCH_SDPA backend") becomes "…".
+        named = re.sub(rf"(?<![A-Za-z0-9_]){re.escape(value)}(?![A-Za-z0-9_])", "…", why)
+        groups.setdefault(named.removeprefix("… ").strip(), []).append(value)
+    return [f"⊘ {', '.join(values)}: {reason}" for reason, values in groups.items()]
 
 
 def default_text(knob: Knob, version: str | None, platform: str | None) -> str:
