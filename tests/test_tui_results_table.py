@@ -11,7 +11,7 @@ from typing import Any
 from textual.app import App, ComposeResult
 
 from tests.support.tui_harness import wait_for
-from tui.widgets.results_table import BUSY_HOST, ONE_PIECE, ResultsTable
+from tui.widgets.results_table import ALL_KEYS, BUSY_HOST, NARROW_KEYS, ONE_PIECE, ResultsTable
 from tuner.bench.host_noise import HostNoise, host_note
 from tuner.bench.metrics import delivery_warning
 from tuner.bench.workload import Workload
@@ -64,26 +64,31 @@ async def test_metrics_fit_at_80_columns_values_are_not_markup_and_one_piece_is_
         await wait_for(pilot, lambda: table.row_count == 3, 5, "rows")
         await pilot.pause()
         keys = [c.key.value for c in table.ordered_columns]
-        # Every metric column ends inside the 80 columns (the knob column comes last).
-        x = 0
-        for column in table.ordered_columns:
-            x += column.get_render_width(table)
-            if column.key.value == "req_s":
-                assert x <= 80, (x, keys)
-        assert keys[-1] == "config"
-        base_row, hostile_row = _row_text(table, 0), _row_text(table, 1)
-        # The hostile value reaches the table as typed, not eaten as markup.
-        assert hostile_row[keys.index("config")] == "max-num-seqs=2 served-model-name=[/]x"
+        # At 80 columns the whole table fits (issue 32): ITL, req/s and the guard give way
+        # to the detail pane, and the knob column comes last.
+        assert sum(c.get_render_width(table) for c in table.ordered_columns) <= 80, keys
+        assert keys == list(NARROW_KEYS) and keys[-1] == "config"
+        hostile_row = _row_text(table, 1)
+        # The hostile value reaches the table as typed, not eaten as markup ...
+        assert hostile_row[keys.index("config")].startswith("max-num-seqs=2")
+        assert "served-model-name: default → [/]x" in table.details[hostile.id].plain
         long_config = _row_text(table, 2)[keys.index("config")]
         assert long_config.endswith("…") and long_config.startswith("block-size=32")
+        # ... and the one-piece ITL is marked in the detail pane, as the core says.
+        assert f"{ONE_PIECE} " in table.details[hostile.id].plain
+        assert ONE_PIECE not in table.details[base.id].plain
+        # At 160 columns: every column, the ITL cell itself marked, the config whole.
+        await pilot.resize_terminal(160, 24)
+        await pilot.pause()
+        table.show([base, hostile, long], base.id)
+        await pilot.pause()
+        keys = [c.key.value for c in table.ordered_columns]
+        assert keys == list(ALL_KEYS)
+        hostile_row, base_row = _row_text(table, 1), _row_text(table, 0)
+        assert hostile_row[keys.index("config")] == "max-num-seqs=2 served-model-name=[/]x"
         itl = hostile_row[keys.index("itl")]
         assert itl.startswith(ONE_PIECE) and itl.endswith("0.0"), itl
         assert not base_row[keys.index("itl")].startswith(ONE_PIECE)
-        table.move_cursor(row=1)
-        table.scroll_to(x=table.max_scroll_x, animate=False)
-        await pilot.pause()
-        shown = app.export_screenshot().replace("&#160;", " ")
-        assert "served-model-name=[/]x" in shown.replace("&#91;", "[").replace("&#93;", "]")
 
 
 async def test_a_trial_measured_on_a_busy_host_is_flagged_as_the_core_says() -> None:

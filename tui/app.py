@@ -123,6 +123,24 @@ class TunelabApp(WorkerErrors, KeyActions, App[None]):
         """The screen is up and its rows mounted: now load what the first keys need."""
         self.set_timer(WARM_AFTER_S, self.warm_imports)
         self.announce_jobs()
+        self.show_idle_study()
+
+    @work(thread=True, group="study", exit_on_error=False)
+    def show_idle_study(self) -> None:
+        """The idle Run panel: the study's baseline and its last result, from earlier sessions."""
+        from tui.screens.main import result_line
+
+        study = self.jobs.study()
+        trials = study.trials()
+        base = study.baseline(trials)
+        done = [t for t in trials if t.results and not t.is_probe]
+        lines = []
+        if base is not None:
+            lines.append(f"★ baseline ({base.how}) {result_line(base.trial)}")
+        if done and (base is None or done[-1].id != base.trial.id):
+            lines.append(f"last {result_line(done[-1])}")
+        if lines:
+            self.call_from_thread(self.main.show_idle, study.name, tuple(lines))
 
     @work(thread=True, group="warm", exit_on_error=False)
     def warm_imports(self) -> None:

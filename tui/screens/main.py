@@ -10,6 +10,7 @@ app's job (:mod:`tui.jobs`); this screen only renders its events.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import ClassVar
 
@@ -20,6 +21,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import Static
 
 from tui.messages import (
@@ -83,6 +85,8 @@ class MainScreen(Screen[None]):
     _backend: str | None = None
     _stage: str = "starting"
     _gpus: tuple[int, float | None, str | None, str | None] | None = None
+    _probing: Timer | None = None  # the header's probe clock while vLLM is introspected
+    _probing_since = 0.0
 
     def __init__(self, session: Session, job_done: Callable[[int], object]) -> None:
         """``session`` is the state it renders; ``job_done(id)`` starts the queue's next job."""
@@ -119,6 +123,24 @@ class MainScreen(Screen[None]):
             self.show_target()
         self.query_one(KnobPanel).focus()  # keys work at once; Tab walks into the knobs
         self.call_after_refresh(self.first_frame_shown)
+        if session.vllm_info is None:  # the probe runs: say how long, once it is slow
+            self._probing_since = time.monotonic()
+            self._probing = self.set_interval(1.0, self._probing_tick)
+
+    def _probing_tick(self) -> None:
+        """``vLLM: probing… 12 s``: a first start imports vLLM once (~30-60 s on CPU)."""
+        if self.session.vllm_info is not None and self._probing is not None:
+            self._probing.stop()
+            return
+        waited = time.monotonic() - self._probing_since
+        self.query_one(
+            StatusBar
+        ).vllm = f"vLLM: probing… {waited:.0f} s (first start: vLLM is imported once, then cached)"
+
+    def show_idle(self, study: str, lines: tuple[str, ...]) -> None:
+        """What the study holds, in the idle Run panel (never over a job's own lines)."""
+        if not self.app.jobs.active:  # type: ignore[attr-defined]
+            self.run_panel.show_idle(study, lines)
 
     def first_frame_shown(self) -> None:
         """The first frame is on its way to the terminal: the deferred knob rows may mount now."""
@@ -242,6 +264,8 @@ class MainScreen(Screen[None]):
     def _introspected(self, message: IntrospectionReady) -> None:
         session = self.session
         session.vllm_info = message.info
+        if self._probing is not None:
+            self._probing.stop()
         session.target = self._with_gpus(message.target)
         info = message.info
         if info is None or not info.available:

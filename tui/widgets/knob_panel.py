@@ -285,6 +285,7 @@ class KnobPanel(VerticalScroll):
 
     REVEAL_AFTER_PAINT_S = 0.05  # the writer thread gets the frame to the terminal first
     REVEAL_LATEST_S = 3.0  # if the app never says the frame is out, mount them anyway
+    FIRST_GROUPS = 2  # the groups a 24- to 48-line screen shows first
 
     def __init__(self, version: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -328,7 +329,22 @@ class KnobPanel(VerticalScroll):
         """Every knob row is mounted (the start-up's heavy part is over)."""
 
     async def _reveal_rest(self) -> None:
-        """Mount every pending group in one go (one layout pass, not one per group)."""
+        """Mount the groups on screen first, then every other one in one go.
+
+        The first :data:`FIRST_GROUPS` groups in the target's order (what the panel
+        shows first) mount alone, so their rows reach the terminal after one small
+        layout pass; the rest follow in one pass (not one per group) once that frame
+        is out. Issue 32: the screen is usable when the visible knob rows are drawn.
+        """
+        version, platform = self.target or (self.version, None)
+        order = [g for g in catalogue.group_order(version, platform) if g in self._pending]
+        first = [w for w in (self.reveal(g) for g in order[: self.FIRST_GROUPS]) if w is not None]
+        for mount in first:
+            await mount
+        # After the frame with those rows is composed, and the writer got it out.
+        self.call_after_refresh(self.set_timer, self.REVEAL_AFTER_PAINT_S, self._reveal_others)
+
+    async def _reveal_others(self) -> None:
         waiting = [w for w in (self.reveal(g) for g in list(self._pending)) if w is not None]
         for mount in waiting:
             await mount

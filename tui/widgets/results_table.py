@@ -134,7 +134,7 @@ class ResultsTable(DataTable[Any]):
         baseline_id: str | None,
         guards: Mapping[str, TrialGuard] | None = None,
         steps: Sequence[CapacityStep] = (),
-        width: int = WIDE_FROM,
+        width: int | None = None,
     ) -> None:
         """Fill the table; the baseline row is marked ★ and deltas are against it.
 
@@ -142,9 +142,10 @@ class ResultsTable(DataTable[Any]):
         ``steps``: the study's capacity launches (``Study.capacity_steps``): each
         launch gets a row with its capacity above its first probe, and a probe row
         shows its load and ✓/✗, never a Δ against a baseline at another load.
-        ``width``: the columns the table has (:func:`layout` picks what fits; the config
-        column gets the rest, :func:`config_room`).
+        ``width``: the columns to lay out for (None: the table's own); :func:`layout`
+        picks what fits and the config column gets the rest (:func:`config_room`).
         """
+        width = width or self.size.width or self.app.size.width
         keys = layout(width)
         self._columns(keys)
         self.clear()
@@ -172,7 +173,8 @@ class ResultsTable(DataTable[Any]):
                 )
             )
         # The table's own width once laid out (the screen's less its padding before).
-        room = config_room(self.size.width or width - 2, keys, [c for c, _k, _d in rows])
+        avail = min(width, self.size.width) if self.size.width else width - 2
+        room = config_room(avail, keys, [c for c, _k, _d in rows])
         for cells, key, detail in rows:
             cells["config"] = cut(cells["config"], room)
             self.add_row(*(cells[k] for k in self.shown), key=key)

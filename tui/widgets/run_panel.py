@@ -223,6 +223,13 @@ class RunPanel(Vertical):
         self.query_one("#run-slots").display = False
         self.query_one("#run-effective").display = False
 
+    def show_idle(self, study: str, lines: Sequence[str]) -> None:
+        """Idle: the study's baseline and last result (earlier sessions'), under the key hint."""
+        if self._started is not None or self._title:
+            return  # a job has used the panel since: its lines stay
+        self.border_title = f"Run · study {study}"
+        self.query_one("#run-figures", Static).update(Text(clean("\n".join(lines))))
+
     def begin(self, title: str, plan: Sequence[str] = (), kind: str = "run") -> None:
         """A new job: clear figures, events and the engine log; title it.
 

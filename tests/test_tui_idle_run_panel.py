@@ -1,0 +1,54 @@
+"""The idle Run panel shows the study's baseline and last result (issue 32).
+
+It was a large empty box; a user coming back to a study after a restart sees
+at once what the next run is compared with. The lines are checked against the
+core's baseline (``Study.baseline``) and the result line the panel writes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from textual.widgets import Static
+
+from tests.support.tui_harness import services, settle, wait_for
+from tui.app import TunelabApp
+from tui.screens.main import result_line
+from tuner.bench.workload import Workload
+from tuner.config import EngineConfig
+from tuner.lab.study import Study
+from tuner.trials.model import Trial
+from tuner.trials.store import TrialStore
+
+
+def _seed(path: Path) -> tuple[Trial, Trial]:
+    with TrialStore(path) as store:
+        made = []
+        for seqs, tok_s in ((8, 900.0), (64, 1400.0)):
+            trial = Trial(
+                config=EngineConfig(model="m", engine={"max-num-seqs": seqs}),
+                workload=Workload(),
+                study="tui",
+            )
+            store.add(trial)
+            store.save_result(trial, {"output_throughput": tok_s, "p99_ttft_ms": 12.0})
+            made.append(store.get(trial.id))
+    return made[0], made[1]
+
+
+async def test_idle_panel_shows_the_core_s_baseline_and_the_last_result(tmp_path: Path) -> None:
+    db = tmp_path / "trials.db"
+    first, last = _seed(db)
+    with TrialStore(db) as store:
+        base = Study(store, "tui").baseline()
+    assert base is not None and base.trial.id == first.id
+    app = TunelabApp(services=replace(services(), store_path=db))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        figures = app.main.query_one("#run-figures", Static)
+        await wait_for(pilot, lambda: "baseline" in str(figures.render()), 10, "the idle lines")
+        shown = str(figures.render())
+        assert f"★ baseline ({base.how}) {result_line(base.trial)}" in shown
+        assert f"last {result_line(last)}" in shown
+        assert "study tui" in str(app.main.run_panel.border_title)
