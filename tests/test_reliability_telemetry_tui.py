@@ -61,14 +61,23 @@ async def test_one_hung_and_one_failing_gpu_leave_the_rest_and_the_ui_working() 
             await pilot.pause(1.0)
             assert app.sampler.latest_time > t_first
             assert sum(1 for _, i in holder["module"].calls if i == 0) > calls_before
+            # One tick on a loaded 2-core box may see a healthy GPU's read time out too (the
+            # sampler's per-GPU deadline, shown as it is): what must hold is that the healthy
+            # GPUs read cleanly again while GPU 3 stays stuck, not that no tick ever lagged.
+            healthy_gpus = (0, 1, 2, 4, 6, 7)
+
+            def healthy_clean() -> bool:
+                snaps = {s.index: s for s in app.sampler.latest()}
+                return all(not snaps[i].error for i in healthy_gpus) and all(
+                    "error" not in _cell_text(app, i) for i in healthy_gpus
+                )
+
+            await wait_for(pilot, healthy_clean, 10, "every healthy GPU read cleanly")
             snaps = {s.index: s for s in app.sampler.latest()}
             assert (
                 snaps[3].error and "timed out" in snaps[3].error and snaps[3].gfx_activity is None
             )
             assert snaps[5].error and snaps[5].power_w is None
-            for healthy in (0, 1, 2, 4, 6, 7):
-                assert not snaps[healthy].error, (healthy, snaps[healthy].error)
-                assert "error" not in _cell_text(app, healthy)
             for broken in (3, 5):
                 assert "error" in _cell_text(app, broken) or "N/A" in _cell_text(app, broken)
             # The UI answers a key at once (theme switch) while the driver call is stuck.

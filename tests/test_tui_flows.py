@@ -204,6 +204,10 @@ async def test_one_ab_shows_one_verdict_everywhere_and_export_writes_the_files(
         shown = app.main.query_one("#run-figures").render()
         assert str(shown) == ab["summary"]
         assert shown.spans
+        # The A/B's repeats are judged together (their spread, in the A/B's notes), not
+        # each warned about its own short window as a single run is.
+        lines = [strip.text for strip in app.main.query_one("#run-log", RichLog).lines]
+        assert "short measured window" not in " ".join(" ".join(lines).split())
         # Compare view (c on the main screen): the same rows, verdicts and counts.
         await pilot.press("c")
         await pilot.pause()

@@ -44,6 +44,16 @@ async def test_results_table_guard_column_is_the_studys_verdict() -> None:
         assert baseline is not None
         table.show(study.trials(), baseline.trial.id, guards)
         await wait_for(pilot, lambda: table.row_count == 3, 5, "rows")
+        # Under 120 columns the guard is in each row's detail line (issue 32's 80×24 layout).
+        keys = [c.key.value for c in table.ordered_columns]
+        assert keys[-1] == "config" and "guard" not in keys
+        for trial in (a, b, bare):
+            assert f"guard {guards[trial.id].label()}" in table.details[trial.id].plain
+        # With the room for it, the guard has its column.
+        await pilot.resize_terminal(160, 24)
+        await pilot.pause()
+        table.show(study.trials(), baseline.trial.id, guards)
+        await pilot.pause()
         keys = [c.key.value for c in table.ordered_columns]
         assert keys[-1] == "config" and "guard" in keys
         for row, trial in enumerate((a, b, bare)):

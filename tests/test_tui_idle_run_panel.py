@@ -52,3 +52,14 @@ async def test_idle_panel_shows_the_core_s_baseline_and_the_last_result(tmp_path
         assert f"★ baseline ({base.how}) {result_line(base.trial)}" in shown
         assert f"last {result_line(last)}" in shown
         assert "study tui" in str(app.main.run_panel.border_title)
+
+
+async def test_an_empty_home_gets_no_store_from_the_idle_panel(tmp_path: Path) -> None:
+    """Reading what the study holds never creates the store (a first start writes nothing)."""
+    db = tmp_path / "trials.db"
+    app = TunelabApp(services=replace(services(), store_path=db))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.pause(1.0)
+        assert not db.exists()
+        assert "baseline" not in str(app.main.query_one("#run-figures", Static).render())

@@ -129,7 +129,11 @@ class TunelabApp(WorkerErrors, KeyActions, App[None]):
     def show_idle_study(self) -> None:
         """The idle Run panel: the study's baseline and its last result, from earlier sessions."""
         from tui.screens.main import result_line
+        from tuner.trials.store import default_path
 
+        path = self.session.services.store_path or default_path()
+        if not Path(path).exists():  # nothing stored yet: never create the store to read it
+            return
         study = self.jobs.study()
         trials = study.trials()
         base = study.baseline(trials)

@@ -349,8 +349,9 @@ class MainScreen(Screen[None]):
         elif isinstance(event, ev.TrialDone):
             trial = event.trial
             panel.stage("done", self._backend, at=at)
-            # A capacity probe's load sets its window, not the user's workload.
-            window = None if trial.is_probe else window_note(trial.results)
+            # A capacity probe's load sets its window, not the user's workload; an A/B's
+            # repeats are judged together (the A/B's notes: tuner.bench.window.repeats_note).
+            window = None if trial.is_probe or trial.arm else window_note(trial.results)
             line = result_line(trial)
             panel.note(f"{line} · {window.short()}" if window else line, at=at)
             if window is not None:

@@ -76,6 +76,33 @@ def _guard_lines(data: ReportData) -> list[str]:
     return lines
 
 
+def _sweep_lines(data: ReportData) -> list[str]:
+    """Each swept knob: its values, the objective's mean and the samples behind it."""
+    lines: list[str] = []
+    for curve in data.sweeps:
+        lines += [
+            "",
+            f"## Sweep: {_md(curve.knob)}",
+            "",
+            f"| {_md(curve.knob)} | mean {_md(curve.objective)} | n |",
+            "|---|---:|---:|",
+        ]
+        for value, mean, samples in zip(curve.values, curve.means, curve.samples, strict=True):
+            lines.append(f"| {_md(value)} | {_num(mean)} | {len(samples)} |")
+    return lines
+
+
+def _capacity_lines(data: ReportData) -> list[str]:
+    """Each capacity launch's answer, its probes (load, ✓/✗, the SLO's figures) under it."""
+    if not data.capacity:
+        return []
+    lines = ["", "## Capacity", ""]
+    for step in data.capacity:
+        lines.append(f"- {_md(step.summary())}")
+        lines.extend(f"  - {_md(p.trial.short_id)} {_md(p.line())}" for p in step.probes)
+    return lines
+
+
 def render_markdown(data: ReportData) -> str:
     """The whole Markdown report."""
     lines = [
@@ -129,22 +156,8 @@ def render_markdown(data: ReportData) -> str:
                 f"| {_md(r.metric)} | {_num(r.a.mean)} | {_num(r.b.mean)} | "
                 f"{_md(format_relative(r))} | {r.a.n}/{r.b.n} | {_md(r.shown_verdict)} |"
             )
-    if data.capacity:
-        lines += ["", "## Capacity", ""]
-        for step in data.capacity:
-            lines.append(f"- {_md(step.summary())}")
-            for probe in step.probes:
-                lines.append(f"  - {_md(probe.trial.short_id)} {_md(probe.line())}")
-    for curve in data.sweeps:
-        lines += [
-            "",
-            f"## Sweep: {_md(curve.knob)}",
-            "",
-            f"| {_md(curve.knob)} | mean {_md(curve.objective)} | n |",
-            "|---|---:|---:|",
-        ]
-        for value, mean, samples in zip(curve.values, curve.means, curve.samples, strict=True):
-            lines.append(f"| {_md(value)} | {_num(mean)} | {len(samples)} |")
+    lines += _capacity_lines(data)
+    lines += _sweep_lines(data)
     sampled = sum(1 for r in data.rows if r.timelines)
     if sampled:
         lines += [
