@@ -83,8 +83,7 @@ class ProbeView:
 
     @property
     def launch(self) -> int:
-        value = self.trial.repeat
-        return value if isinstance(value, int) else 0
+        return launch_of(self.trial)
 
     def figures(self) -> str:
         """``p99_ttft_ms 312 (≤ 500)``: each bound's measured value beside it."""
@@ -123,10 +122,14 @@ def probe_view(trial: Trial) -> ProbeView | None:
     return ProbeView(trial, by, _number(tags.get("value")), slo, values, measured)
 
 
+def launch_of(trial: Trial) -> int:
+    """The 0-based engine launch a probe ran in (its ``repeat``; 0 when not recorded)."""
+    return trial.repeat if isinstance(trial.repeat, int) else 0
+
+
 def step_name(trial: Trial) -> str:
     """``L1``, ``A L2``, ``max-num-seqs=64 L1``: a probe's launch, and its arm when there is one."""
-    launch = trial.repeat if isinstance(trial.repeat, int) else 0
-    return (f"{trial.arm} " if trial.arm else "") + f"L{launch + 1}"
+    return (f"{trial.arm} " if trial.arm else "") + f"L{launch_of(trial) + 1}"
 
 
 @dataclass(frozen=True)
