@@ -29,6 +29,7 @@ from tui.messages import ConfigLoaded, IntrospectionReady, ModelRequested, Telem
 from tui.screens.main import DEMO_LABEL, MainScreen
 from tui.services import Services
 from tui.session import Session
+from tui.widgets.gpu_panel import SPARK_POINTS
 from tui.widgets.knob_panel import KnobPanel, KnobRow
 from tui.widgets.status_bar import StatusBar
 from tui.worker_errors import WorkerErrors
@@ -48,7 +49,6 @@ if TYPE_CHECKING:
 # :meth:`TunelabApp.warm_imports` once the first frame is out: the first paint
 # needs none of them (issue 13 "Speed").
 WARM_AFTER_S = 0.5  # after the knob rows are mounted
-SPARK_SAMPLES = 60  # the GFX sparkline: the last half minute at 2 Hz
 WARM_MODULES = (
     "tuner.lab.run",
     "tuner.lab.study",
@@ -137,12 +137,13 @@ class TunelabApp(WorkerErrors, KeyActions, App[None]):
         study = self.jobs.study()
         trials = study.trials()
         base = study.baseline(trials)
-        done = [t for t in trials if t.results and not t.is_probe]
+        last = study.last_result(trials)
         lines = []
         if base is not None:
-            lines.append(f"★ baseline ({base.how}) {result_line(base.trial)}")
-        if done and (base is None or done[-1].id != base.trial.id):
-            lines.append(f"last {result_line(done[-1])}")
+            # Figures first: at 80 columns the line is cut, and the figures are what is read.
+            lines.append(f"★ {result_line(base.trial)} · baseline: {base.how}")
+        if last is not None and (base is None or last.id != base.trial.id):
+            lines.append(f"last {result_line(last)}")
         if lines:
             self.call_from_thread(self.main.show_idle, study.name, tuple(lines))
 
@@ -229,7 +230,7 @@ class TunelabApp(WorkerErrors, KeyActions, App[None]):
             return
         snaps = sampler.latest()
         histories = [
-            [s.snapshot.gfx_activity or 0.0 for s in sampler.history(i, last=SPARK_SAMPLES)]
+            [s.snapshot.gfx_activity or 0.0 for s in sampler.history(i, last=SPARK_POINTS)]
             for i in range(len(snaps))
         ]
         # While the cells are still mounting the panel says so: retry on the next poll.

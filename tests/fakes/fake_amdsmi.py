@@ -124,6 +124,9 @@ class FakeProcessorHandle:
         return f"<fake amdsmi handle {self.index}>"
 
 
+_UNSUPPORTED = object()  # a GPU without an answer for a call: NOT_SUPPORTED, as recorded
+
+
 def _err(code: int) -> AmdSmiLibraryException:
     return AmdSmiLibraryException(code)
 
@@ -402,7 +405,9 @@ def make_module(node: str = "mi355x") -> types.ModuleType:
                 and args[1] != AmdSmiTemperatureMetric.CURRENT
             ):
                 raise AmdSmiLibraryException(AMDSMI_STATUS_NOT_SUPPORTED)
-            answer = gpus[handle.index].get(key, _err(AMDSMI_STATUS_NOT_SUPPORTED))
+            answer = gpus[handle.index].get(key, _UNSUPPORTED)
+            if answer is _UNSUPPORTED:  # made only when raised: a double's cost, not amdsmi's
+                raise _err(AMDSMI_STATUS_NOT_SUPPORTED)
             if isinstance(answer, BaseException):
                 raise answer
             return _copy(answer)

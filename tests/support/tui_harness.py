@@ -115,3 +115,11 @@ async def settle(pilot: Any) -> None:
             pilot, lambda: app.session.model_info is not None, what="demo model analysis"
         )
     await pilot.pause(0.2)
+
+
+def shown_lines(widget: Any) -> list[str]:
+    """The lines a widget draws now, as the terminal shows them (cut, wrapped, "…" and all)."""
+    from textual.geometry import Region
+
+    width, height = widget.size
+    return [strip.text.rstrip() for strip in widget.render_lines(Region(0, 0, width, height))]

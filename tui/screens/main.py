@@ -93,6 +93,7 @@ class MainScreen(Screen[None]):
         super().__init__()
         self.session = session
         self.job_done = job_done
+        self._gpu_panel: GpuPanel | None = None  # found once: the 2 Hz refresh skips the query
 
     def compose(self) -> ComposeResult:
         session = self.session
@@ -401,10 +402,12 @@ class MainScreen(Screen[None]):
 
     def show_telemetry(self, snaps: Sequence[GpuSnapshot], histories: list[list[float]]) -> bool:
         """Hand the newest samples to the GPU panel; False if it could not show them all yet."""
-        try:
-            panel = self.query_one(GpuPanel)
-        except NoMatches:  # not composed yet, or torn down at quit while a poll was due
-            return False
+        panel = self._gpu_panel
+        if panel is None or not panel.is_attached:
+            try:
+                panel = self._gpu_panel = self.query_one(GpuPanel)
+            except NoMatches:  # not composed yet, or torn down at quit while a poll was due
+                return False
         return panel.show(snaps, histories)
 
 

@@ -202,10 +202,11 @@ class GpuGrid(Widget):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._cells: list[tuple[Part, ...]] = []
-        self._tips: list[str] = []
+        self._tips: list[str | GpuSnapshot] = []  # a snapshot: its tip is written on hover
         self._columns = 1
         self._rows: dict[int, Strip] = {}
         self._changed: set[int] = set()
+        self._width = 0  # kept on resize: reading ``size`` costs a layout lookup at 2 Hz
 
     @property
     def count(self) -> int:
@@ -215,6 +216,11 @@ class GpuGrid(Widget):
     def text(self, index: int) -> Text:
         """GPU ``index``'s cell as drawn now."""
         return Text.assemble(*self._cells[index])
+
+    def tip(self, index: int) -> str:
+        """GPU ``index``'s tooltip (:func:`cell_tip` of its newest snapshot)."""
+        held = self._tips[index]
+        return held if isinstance(held, str) else cell_tip(held)
 
     def set_count(self, count: int) -> None:
         """One cell per GPU, each saying it waits for its first reading."""
@@ -241,7 +247,7 @@ class GpuGrid(Widget):
         if not 0 <= index < len(self._cells):
             return
         parts = cell_parts(snap, history, mark)
-        self._tips[index] = cell_tip(snap)
+        self._tips[index] = snap  # the tip text is built when a pointer asks, not at 2 Hz
         if parts == self._cells[index]:
             return
         self._cells[index] = parts
@@ -254,7 +260,10 @@ class GpuGrid(Widget):
         if self._changed:
             top, bottom = min(self._changed), max(self._changed)
             self._changed.clear()
-            self.refresh(Region(0, top, self.size.width, bottom - top + 1))
+            self.refresh(Region(0, top, self._width, bottom - top + 1))
+
+    def on_resize(self, event: Resize) -> None:
+        self._width = event.size.width
 
     def notify_style_update(self) -> None:
         """A theme or CSS change: the cached rows carry the old base style."""
@@ -293,7 +302,7 @@ class GpuGrid(Widget):
         """The tooltip follows the pointer from cell to cell."""
         column = min(event.x // CELL_WIDTH, self._columns - 1)
         index = event.y * self._columns + column
-        tip = self._tips[index] if 0 <= index < len(self._tips) else None
+        tip = self.tip(index) if 0 <= index < len(self._tips) else None
         if tip != self.tooltip:
             self.tooltip = tip
 
@@ -311,6 +320,8 @@ def node_line(
 
     None when no study holds a GPU and nothing foreign is on any: the line hides.
     """
+    if not busy and not others:
+        return None  # the usual idle tick: nothing to build
     out = Text(no_wrap=True, overflow="ellipsis")
     seen: set[str] = set()
     for gpu in sorted(busy):

@@ -20,9 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
 from rich.text import Text
-from textual.app import ComposeResult
+from textual import on
+from textual.app import ComposeResult, RenderResult
 from textual.containers import Vertical
+from textual.events import Mount
 from textual.timer import Timer
 from textual.widgets import ProgressBar, RichLog, Static
 
@@ -182,6 +185,59 @@ def job_line(
     return out
 
 
+NOTE_LINES = 3  # the result or verdict under the stage; the whole text is in the event log
+
+
+def fit_lines(text: Text, width: int, console: Console, lines: int = NOTE_LINES) -> Text:
+    """``text`` wrapped to ``width``, cut to ``lines`` lines ending in "…" when it is longer.
+
+    A verdict cut mid-sentence by the box's edge read as if its last words were
+    the event log's first (issue 32 at 80×24); cut here, it says it goes on.
+    """
+    if width < 2:
+        return text
+    if text.no_wrap:  # one line per line of the text, each cut on its own
+        return Text("\n").join(_cut(line, width) for line in text.split("\n")[:lines])
+    wrapped = text.wrap(console, width, overflow="fold")
+    if len(wrapped) <= lines:
+        return text
+    kept = [wrapped[n] for n in range(lines)]
+    kept[-1] = _cut(kept[-1], width, always=True)
+    return Text("\n").join(kept)
+
+
+def _cut(line: Text, width: int, *, always: bool = False) -> Text:
+    """``line`` ending in "…" within ``width`` cells when longer (``always``: it goes on)."""
+    if not always and line.cell_len <= width:
+        return line
+    out = line.copy()
+    out.rstrip()
+    out.truncate(width - 1, overflow="crop")
+    out.append("…")
+    return out
+
+
+class NoteLines(Static):
+    """The Run panel's summary lines: at most NOTE_LINES at any width, cut with "…"."""
+
+    def render(self) -> RenderResult:
+        content = self.content
+        width = self.content_size.width
+        if isinstance(content, Text) and width:
+            return fit_lines(content, width, self.app.console)
+        return self.visual
+
+
+class StillProgressBar(ProgressBar):
+    """A progress bar without Textual's once-a-second ETA refresh: it shows no ETA, and an
+    idle TUI should not wake for it (issue 32's idle CPU)."""
+
+    @on(Mount)
+    def _without_eta_clock(self, event: Mount) -> None:
+        event.prevent_default()  # ProgressBar.on_mount, which starts that 1 Hz interval
+        self.update()
+
+
 class RunPanel(Vertical):
     """What the background run is doing right now."""
 
@@ -211,10 +267,10 @@ class RunPanel(Vertical):
         yield Static("", id="run-slots")
         yield Static("", id="run-effective")
         # Hidden while idle: an indeterminate bar animates, which would cost idle CPU.
-        bar = ProgressBar(total=100, show_eta=False, id="run-progress")
+        bar = StillProgressBar(total=100, show_eta=False, id="run-progress")
         bar.display = False
         yield bar
-        yield Static("", id="run-figures")
+        yield NoteLines("", id="run-figures")
         yield RichLog(max_lines=EVENT_LINES, wrap=True, min_width=20, markup=False, id="run-log")
 
     def on_mount(self) -> None:
@@ -228,7 +284,9 @@ class RunPanel(Vertical):
         if self._started is not None or self._title:
             return  # a job has used the panel since: its lines stay
         self.border_title = f"Run · study {study}"
-        self.query_one("#run-figures", Static).update(Text(clean("\n".join(lines))))
+        # One line each, cut with "…": the baseline and the last result both stay in view.
+        shown = Text(clean("\n".join(lines)), no_wrap=True, overflow="ellipsis")
+        self.query_one("#run-figures", Static).update(shown)
 
     def begin(self, title: str, plan: Sequence[str] = (), kind: str = "run") -> None:
         """A new job: clear figures, events and the engine log; title it.

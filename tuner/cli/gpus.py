@@ -38,7 +38,8 @@ class BackendName(StrEnum):
     none = "none"
 
 
-# A one-shot read waits this long for a GPU before calling it hung.
+# A one-shot read waits this long for the reads before calling the GPU being read hung (the GPUs
+# behind it get as long again: tuner.telemetry.readers).
 ONE_SHOT_TIMEOUT_S = 5.0
 
 

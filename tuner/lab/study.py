@@ -228,6 +228,15 @@ class Study:
         self._set(BASELINE_KEY, trial.id)
         return Baseline(trial, BaselineChoice.MARKED)
 
+    def last_result(self, trials: Sequence[Trial] | None = None) -> Trial | None:
+        """The study's latest measurement of a config: the last finished trial that is no probe.
+
+        What a face shows as "last" beside the baseline. A capacity probe is one
+        load of a search, not a config's result, so it never is.
+        """
+        done = [t for t in finished(self.trials() if trials is None else trials) if not t.is_probe]
+        return done[-1] if done else None
+
     # -- A/B ------------------------------------------------------------------------
     def remember_ab(self, report: ABReport) -> None:
         """Keep which trials an A/B ran, so its report can be read back after a restart."""

@@ -1,9 +1,10 @@
 """Background GPU sampling with a ring buffer, and energy over a time window.
 
-One sampler thread ticks at a fixed rate (2 Hz by default). Each GPU is read
-by its own small worker thread, and the tick waits for the reads only up to
-a deadline: a GPU whose driver call hangs is reported as "read timed out"
-(every metric N/A) while the other GPUs keep their normal cadence. Results
+One sampler thread ticks at a fixed rate (2 Hz by default). The GPUs are read
+off that thread (:mod:`tuner.telemetry.readers`: one reader for all, its own
+for a GPU that hung), and the tick waits for the reads only up to a deadline:
+a GPU whose driver call hangs is reported as "read timed out" (every metric
+N/A) while the other GPUs keep their normal cadence. Results
 go into a per-GPU ``deque(maxlen=history)`` and into a ``latest`` list that
 readers take without any lock, so a UI redraw never waits on a driver.
 
@@ -28,6 +29,7 @@ from typing import Any
 
 from tuner.telemetry import clean
 from tuner.telemetry.base import Backend
+from tuner.telemetry.readers import ROUNDS, ReaderPool
 from tuner.telemetry.types import GpuSnapshot
 
 
@@ -172,41 +174,6 @@ class WindowSummary:
         }
 
 
-class _Reader:
-    """A worker thread that reads one GPU on request, so a hang stays local."""
-
-    def __init__(self, backend: Backend, index: int) -> None:
-        self.index = index
-        self.request = threading.Event()
-        self.done = threading.Event()
-        self.result: GpuSnapshot | None = None
-        self.busy = False
-        self.started = 0.0
-        self.stopping = False
-        self._backend = backend
-        self._thread = threading.Thread(
-            target=self._loop, name=f"tunelab-gpu{index}-reader", daemon=True
-        )
-        self._thread.start()
-
-    def _loop(self) -> None:
-        while True:
-            self.request.wait()
-            self.request.clear()
-            if self.stopping:
-                return
-            try:
-                result = self._backend.snapshot(self.index)
-            except Exception as exc:  # a backend bug shows as this GPU's error only
-                result = GpuSnapshot.failed(self.index, f"read failed: {type(exc).__name__}: {exc}")
-            self.result = result
-            self.done.set()
-
-    def stop(self) -> None:
-        self.stopping = True
-        self.request.set()
-
-
 class Sampler:
     """Samples every GPU of a backend in the background.
 
@@ -215,8 +182,10 @@ class Sampler:
             sampler never closes it; its owner does.
         rate_hz: Samples per second.
         history: Samples kept per GPU (ring buffer).
-        read_timeout: Seconds a tick waits for a GPU before showing it as timed
-            out; default 80 % of the period.
+        read_timeout: Seconds a tick waits for the reads before the GPU being
+            read is taken as hung; the GPUs behind it get as long again (two
+            rounds, :mod:`tuner.telemetry.readers`). Default 40 % of the period,
+            so a tick that meets a hang still ends within the period.
         clock: Time source for sample stamps and windows (tests inject one).
         on_sample: Called from the sampler thread after each tick with the new
             snapshots (a Textual app would forward with ``call_from_thread``).
@@ -244,7 +213,7 @@ class Sampler:
         self.backend = backend
         self.rate_hz = float(rate_hz)
         self.history_len = int(history)
-        self.read_timeout = read_timeout if read_timeout is not None else 0.8 / self.rate_hz
+        self.read_timeout = read_timeout if read_timeout is not None else 0.4 / self.rate_hz
         self._clock = clock
         self._on_sample = on_sample
         n = backend.count()
@@ -253,7 +222,7 @@ class Sampler:
         self._latest_t: float | None = None
         self._names: list[str | None] = [None] * n
         self._lock = threading.Lock()
-        self._readers: list[_Reader] | None = None
+        self._readers: ReaderPool | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.ticks = 0
@@ -263,6 +232,11 @@ class Sampler:
     @property
     def description(self) -> str:
         return self.backend.description
+
+    @property
+    def tick_limit_s(self) -> float:
+        """The longest one tick's reads take (a hang met: every round's deadline spent)."""
+        return ROUNDS * self.read_timeout
 
     @property
     def running(self) -> bool:
@@ -283,8 +257,7 @@ class Sampler:
             self._thread.join(timeout)
             self._thread = None
         if self._readers is not None:
-            for reader in self._readers:
-                reader.stop()
+            self._readers.stop()
             self._readers = None
 
     def __enter__(self) -> Sampler:
@@ -344,34 +317,19 @@ class Sampler:
         if n == 0:
             return []
         if self._readers is None:
-            self._readers = [_Reader(self.backend, i) for i in range(n)]
-        readers = self._readers
+            self._readers = ReaderPool(self.backend, n)
         t = self._clock()
-        for reader in readers:
-            if reader.busy and reader.done.is_set():
-                reader.busy = False  # a late answer from a hung read: stale, read again
-            if not reader.busy:
-                reader.busy = True
-                reader.started = time.monotonic()
-                reader.done.clear()
-                reader.request.set()
-        deadline = time.monotonic() + self.read_timeout
-        for reader in readers:
-            reader.done.wait(max(0.0, deadline - time.monotonic()))
         snaps: list[GpuSnapshot] = []
-        for reader in readers:
-            if reader.done.is_set() and reader.result is not None:
-                snap = reader.result
-                reader.busy = False
-                if snap.name is not None:
-                    self._names[reader.index] = snap.name
-            else:
-                waited = time.monotonic() - reader.started
+        for read in self._readers.read(self.read_timeout):
+            snap = read.snapshot
+            if snap is None:
                 snap = GpuSnapshot.failed(
-                    reader.index,
-                    f"read timed out (no answer for {waited:.1f} s)",
-                    name=self._names[reader.index],
+                    read.index,
+                    f"read timed out (no answer for {read.waited_s:.1f} s)",
+                    name=self._names[read.index],
                 )
+            elif snap.name is not None:
+                self._names[read.index] = snap.name
             snaps.append(snap)
         with self._lock:
             for i, snap in enumerate(snaps):

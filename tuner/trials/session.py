@@ -280,7 +280,7 @@ class EngineSession:
             return None
 
         t1 = sampler.now()
-        deadline = time.monotonic() + 2.0 / sampler.rate_hz + sampler.read_timeout
+        deadline = time.monotonic() + 2.0 / sampler.rate_hz + sampler.tick_limit_s
         while (
             sampler.running and (sampler.latest_time or -1.0) < t1 and time.monotonic() < deadline
         ):
