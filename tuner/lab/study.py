@@ -234,7 +234,7 @@ class Study:
         What a face shows as "last" beside the baseline. A capacity probe is one
         load of a search, not a config's result, so it never is.
         """
-        done = [t for t in finished(self.trials() if trials is None else trials) if not t.is_probe]
+        done = configs_only(finished(self.trials() if trials is None else trials))
         return done[-1] if done else None
 
     # -- A/B ------------------------------------------------------------------------
