@@ -63,20 +63,22 @@ def test_a_hang_costs_the_gpus_behind_it_a_late_tick_not_a_false_timeout() -> No
     backend.gates[1] = gate  # GPU 1's call blocks: GPUs 2 and 3 are behind it in the order
     pool = ReaderPool(backend, 4)
     try:
+        # Deadlines long enough for a loaded 2-core box to schedule a fresh thread in time.
         started = time.monotonic()
-        reads = pool.read(timeout=0.2)
+        reads = pool.read(timeout=0.5)
         took = time.monotonic() - started
-        assert reads[1].snapshot is None and reads[1].waited_s >= 0.15
+        assert reads[1].snapshot is None and reads[1].waited_s >= 0.45
         assert [r.snapshot is not None for r in reads] == [True, False, True, True]
-        assert took < ROUNDS * 0.2 + 0.5
+        assert took < ROUNDS * 0.5 + 0.5
         assert pool.isolated == frozenset({1})
-        # From now on GPU 1's stuck call is not repeated, and the others read at once.
+        # From now on GPU 1's stuck call is not repeated, and the tick does not wait for it:
+        # far less than its 3 s deadline.
         calls_of_1 = sum(1 for i, _ in backend.calls if i == 1)
         started = time.monotonic()
-        reads = pool.read(timeout=0.2)
-        assert time.monotonic() - started < 0.15
+        reads = pool.read(timeout=3.0)
+        assert time.monotonic() - started < 2.0
         assert [r.snapshot is not None for r in reads] == [True, False, True, True]
-        assert reads[1].waited_s >= 0.2  # counted from the call still due, not this tick
+        assert reads[1].waited_s >= 0.5  # counted from the call still due, not this tick
         assert sum(1 for i, _ in backend.calls if i == 1) == calls_of_1
         # The driver answers: that late answer is stale; the next tick reads GPU 1 afresh.
         gate.set()
@@ -104,12 +106,12 @@ def test_every_gpu_hanging_ends_the_tick_within_its_rounds() -> None:
     pool = ReaderPool(backend, 3)
     try:
         started = time.monotonic()
-        reads = pool.read(timeout=0.1)
-        assert time.monotonic() - started < ROUNDS * 0.1 + 0.3
+        reads = pool.read(timeout=0.3)
+        assert time.monotonic() - started < ROUNDS * 0.3 + 0.5
         assert all(r.snapshot is None for r in reads)
         # Each round isolates the GPU it was stuck in; the third is taken on the next tick.
         assert pool.isolated == frozenset({0, 1})
-        reads = pool.read(timeout=0.1)
+        reads = pool.read(timeout=0.3)
         assert all(r.snapshot is None for r in reads)
         assert pool.isolated == frozenset({0, 1, 2})
     finally:
@@ -123,7 +125,8 @@ def test_an_answer_to_an_earlier_request_is_never_taken_for_the_new_one() -> Non
     backend.gates[0] = gate
     pool = ReaderPool(backend, 2)
     try:
-        pool.read(timeout=0.1)  # GPU 0 hangs: isolated, its call still due
+        pool.read(timeout=0.3)  # GPU 0 hangs: isolated, its call still due
+        assert pool.isolated == frozenset({0})
         gate.set()  # the call returns now, between ticks: stale for the next tick
         time.sleep(0.05)
         del backend.gates[0]
