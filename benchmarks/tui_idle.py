@@ -28,6 +28,11 @@ driver costs what it costs); the rest is Textual's terminal I/O (its input
 thread polls at 10 Hz).
 
 Run: ``.venv/bin/python benchmarks/tui_idle.py [--seconds 20] [--gpus 8]``.
+
+Side by side: ``--against REF --pairs 5`` runs the measurement alternately on a
+git worktree of ``REF`` and on this tree, and prints each pair, the medians
+and the median ratio. A shared box's speed drifts by the hour (a bare Textual
+app measured 0.18 % and 0.40 % an hour apart here): only pairs compare.
 """
 
 from __future__ import annotations
@@ -38,15 +43,20 @@ import fcntl
 import json
 import os
 import pty
+import re
 import select
 import signal
+import statistics
 import struct
+import subprocess
 import sys
 import tempfile
 import termios
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 REPO = Path(__file__).resolve().parents[1]
 NODE = "bench-node"
@@ -103,6 +113,7 @@ def child(rate_hz: float, gpus: int) -> None:
     from tests.support.tui_harness import fake_amd_backend, recorded_vllm_info
     from tui.app import TunelabApp
     from tui.services import Services
+    from tuner.telemetry import Backend
 
     def backend() -> object:
         if gpus == 0:
@@ -114,7 +125,10 @@ def child(rate_hz: float, gpus: int) -> None:
         return Moving(b)
 
     services = Services(
-        node=NODE, introspect=recorded_vllm_info, telemetry=backend, telemetry_rate_hz=rate_hz
+        node=NODE,
+        introspect=recorded_vllm_info,
+        telemetry=cast("Callable[[], Backend]", backend),  # Moving stands in for a Backend
+        telemetry_rate_hz=rate_hz,
     )
     TunelabApp(model="tunelab:demo", services=services).run()
 
@@ -187,6 +201,56 @@ def _first_knob_row() -> str:
     return knobs.applicable_first(knobs.groups()[group], "0.32.0", "cpu")[0].key
 
 
+IDLE_LINE = re.compile(r"idle CPU, .*?: ([0-9.]+) % of one core")
+SPLIT_LINE = re.compile(r"^  (UI event loop|GPU reads[^:]*): ([0-9.]+) %", re.MULTILINE)
+
+
+def _one(tree: Path, argv: list[str]) -> dict[str, float]:
+    """One measurement by this script in ``tree``: the total and its split, in % of a core."""
+    out = subprocess.run(
+        [sys.executable, str(tree / "benchmarks" / "tui_idle.py"), *argv],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    found = IDLE_LINE.search(out)
+    if found is None:
+        raise SystemExit(f"no idle figure in the output of {tree}:\n{out}")
+    figures = {"total": float(found.group(1))}
+    figures.update({name.split(" (")[0]: float(v) for name, v in SPLIT_LINE.findall(out)})
+    return figures
+
+
+def pairs(against: str, count: int, argv: list[str]) -> int:
+    """Alternate runs on a worktree of ``against`` and on this tree; print medians and ratios."""
+    base = Path(tempfile.mkdtemp(prefix="tunelab-idle-base-")) / "tree"
+    subprocess.run(
+        ["git", "-C", str(REPO), "worktree", "add", "--detach", "-q", str(base), against],
+        check=True,
+    )
+    runs: dict[str, list[dict[str, float]]] = {against: [], "this tree": []}
+    try:
+        for n in range(count):
+            for name, tree in ((against, base), ("this tree", REPO)):
+                runs[name].append(_one(tree, argv))
+                shown = ", ".join(f"{k} {v:.2f} %" for k, v in runs[name][-1].items())
+                print(f"pair {n + 1} {name}: {shown}", flush=True)
+    finally:
+        subprocess.run(
+            ["git", "-C", str(REPO), "worktree", "remove", "--force", str(base)], check=False
+        )
+    for name, figures in runs.items():
+        keys = figures[0].keys()
+        shown = ", ".join(f"{k} {statistics.median(f[k] for f in figures):.2f} %" for k in keys)
+        print(f"median of {count}, {name}: {shown}")
+    ratios = [
+        b["total"] / a["total"] for a, b in zip(runs[against], runs["this tree"], strict=True)
+    ]
+    listed = ", ".join(f"{r:.2f}" for r in ratios)
+    print(f"ratio this tree / {against} per pair: {listed}; median {statistics.median(ratios):.2f}")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=20.0, help="idle window measured")
@@ -198,13 +262,19 @@ def main() -> int:
     parser.add_argument(
         "--bare", action="store_true", help="time a bare Textual app instead: the floor"
     )
+    parser.add_argument("--against", help="a git ref: measure it and this tree alternately")
+    parser.add_argument("--pairs", type=int, default=5, help="with --against: how many pairs")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.against:
+        argv = ["--seconds", str(args.seconds), "--warmup", str(args.warmup)]
+        argv += ["--rate", str(args.rate), "--gpus", str(args.gpus)]
+        return pairs(args.against, args.pairs, argv + (["--bare"] if args.bare else []))
     if args.child:
-        names = os.environ.get(THREADS_ENV)
-        if names:
+        names_path = os.environ.get(THREADS_ENV)
+        if names_path:
             threading.Thread(
-                target=_name_threads, args=(Path(names),), name=NAMER, daemon=True
+                target=_name_threads, args=(Path(names_path),), name=NAMER, daemon=True
             ).start()
         bare_child() if args.bare else child(args.rate, args.gpus)
         return 0
