@@ -26,6 +26,7 @@ async def test_the_header_counts_the_probe_and_shows_the_version_after() -> None
     app = TunelabApp(services=replace(services(), introspect=slow_probe))
     async with app.run_test(size=(80, 24)) as pilot:
         bar = app.main.query_one(StatusBar)
+
         # The clock counts: some second >= 2 shows (on a loaded box a late 1 s tick may round
         # past "2 s" to "3 s": the test asked for one exact second and flaked in a rehearsal).
         def counted() -> bool:
