@@ -132,6 +132,12 @@ def _full_trial(study: str = "s", arm: str | None = None, repeat: int | None = N
     probe = ProbeResult("a", [1, 2], [5, 6, 7], [-0.1, -0.2, -0.3], [5, 6, 7], [-0.1, -0.2, -0.3])
     t.guard = GuardRun("org/m", 3, [probe], 0.5, None, None, Thresholds()).to_dict()
     t.environment = Fingerprint(vllm_version="0.32", gpu_count=1, power_cap_w=300.0).to_dict()
+    t.untuned = {  # issue 29: tuner.engine.aiter_shapes.UntunedShapes.to_dict
+        "shapes": [
+            {"family": "bf16", "values": {"M": "8"}, "table": "t.csv", "lines": 2, "ranks": 2}
+        ],
+        "lines": 2,
+    }
     t.startup_seconds, t.started_at = 12.5, t.created_at + 1
     t.results, t.server, t.telemetry = results, results["tunelab"]["server"], telemetry
     return t
@@ -245,6 +251,8 @@ INSIDE: list[tuple[str, tuple[object, ...], object, str]] = [
     ("effective", ("mismatches", 0, "knob"), None, "effective.mismatches[0].knob is None"),
     ("environment", ("power_cap_w",), "300W", "environment.power_cap_w is '300W'"),
     ("environment", ("gpu_count",), 1.5, "environment.gpu_count is 1.5"),
+    ("untuned", ("shapes", 0, "lines"), 0, "untuned.shapes[0].lines is 0"),
+    ("untuned", ("shapes", 0, "values", "M"), 8, "untuned.shapes[0].values.M is 8, not text"),
     ("config", ("env", "VLLM_ROCM_USE_AITER"), 1, "config.env.VLLM_ROCM_USE_AITER is 1, not"),
     ("config", ("engine", "max-num-seqs"), 10**40, "config.engine.max-num-seqs is an integer over"),
     ("config", ("engine", "compilation-config"), "[" * 9999 + "]" * 9999, "nested more than 64"),

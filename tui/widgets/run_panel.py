@@ -359,6 +359,13 @@ class RunPanel(Vertical):
             if event.trial.log_path:
                 self.engine_log.paths[event.trial.id] = Path(event.trial.log_path)
             self.show_effective(effective.of_trial(event.trial.effective))
+            if untuned := event.trial.untuned_shapes.summary():
+                # Issue 29: the core's sentence, and the command that exports them.
+                self.event(
+                    f"AITER: {untuned} (tunelab export {event.trial.short_id} --aiter-untuned)",
+                    style="yellow",
+                    at=at,
+                )
 
     def study_status(self, status: ev.StudyStatus) -> None:
         """Every slot of a study running trials side by side: which trial, which stage (issue 15).

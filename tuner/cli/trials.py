@@ -291,6 +291,12 @@ def print_trial(trial: Trial, *, tail: bool) -> None:
     _print_server_and_gpu(console, trial)
     if trial.failure_reason:
         console.print(f"[red]Reason:[/] {markup(trial.failure_reason)}")
+    untuned = trial.untuned_shapes.summary()
+    if untuned:
+        console.print(
+            f"[yellow]AITER:[/] {markup(untuned)}  "
+            f"[dim](tunelab export {trial.short_id} --aiter-untuned)[/]"
+        )
     if trial.log_path:
         console.print(f"[bold]Engine log:[/] {markup(trial.log_path)}")
         if tail:

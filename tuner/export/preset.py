@@ -215,15 +215,22 @@ def dump_preset(preset: Preset) -> str:
 
 
 def ran_notes(preset: Preset) -> list[str]:
-    """Comment lines naming each request vLLM overrode when this preset was measured.
+    """Comment lines naming each request vLLM overrode when this preset was measured, and the
+    kernel shapes AITER ran untuned (``[results.aiter_untuned]``, issue 29).
 
     From ``[results.ran]`` (tuner.export.trial): the exported files keep the
     request, so whoever launches one is told what the measurement really ran.
     """
-    ran = (preset.results or {}).get("ran")
-    if not isinstance(ran, dict):
-        return []
+    results = preset.results or {}
+    untuned = results.get("aiter_untuned")
     lines = []
+    if isinstance(untuned, dict) and untuned.get("summary"):
+        # Issue 29: figures measured on AITER's default kernels for some shapes.
+        text = f"NOTE: measured while {untuned['summary']}"
+        lines.append(f"# {comment_text(text, limit=160)}")
+    ran = results.get("ran")
+    if not isinstance(ran, dict):
+        return lines
     for knob, row in ran.items():
         if not isinstance(row, dict):
             continue

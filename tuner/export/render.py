@@ -11,7 +11,7 @@ this call created are removed again.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from tuner.config import EngineConfig
@@ -200,6 +200,7 @@ def export(
     name: str | None = None,
     allow_env: Iterable[str] = (),
     allow_code: bool = False,
+    extra: Sequence[tuple[str, str, int]] = (),
 ) -> list[Path]:
     """Writes ``source`` in each format into ``out_dir``; returns the paths written.
 
@@ -211,6 +212,8 @@ def export(
         name: File base name (default: the preset's name).
         allow_env: Environment variable names the user explicitly allowed.
         allow_code: Export engine arguments that load code (``--allow-code``).
+        extra: More files of the same bundle, ``(suffix, text, mode)``: written with
+            the others, all or none (the AITER untuned-shape CSVs of a trial).
 
     Raises:
         ExportError: nothing is left half-written; files created by this call
@@ -218,7 +221,8 @@ def export(
     """
     preset = as_preset(source, name)
     base = safe_name(name or preset.name)
-    check_base_name(base, FORMATS)  # prod.docker.sh is prod's docker script: refused
+    # prod.docker.sh is prod's docker script: refused (and likewise for the extra files).
+    check_base_name(base, {**FORMATS, **{suffix: suffix for suffix, _t, _m in extra}})
     texts = render_texts(preset, formats, allow_env=allow_env, allow_code=allow_code)
     directory = Path(out_dir)
     try:
@@ -226,19 +230,17 @@ def export(
     except OSError as exc:
         raise ExportError(f"cannot create {directory}: {exc.strerror or exc}") from None
     targets = {fmt: directory / f"{base}{FORMATS[fmt]}" for fmt in texts}
+    files: list[tuple[Path, str | bytes, int]] = [
+        (path, texts[fmt], 0o755 if fmt in EXECUTABLE else 0o644) for fmt, path in targets.items()
+    ]
+    files += [(directory / f"{base}{suffix}", text, mode) for suffix, text, mode in extra]
     if not force:
-        existing = [str(p) for p in targets.values() if p.exists()]
+        existing = [str(p) for p, _text, _mode in files if p.exists()]
         if existing:
             raise ExportError(
                 f"{', '.join(existing)} already exist(s); pass --force to overwrite, or choose --out"
             )
-    return write_all(
-        [
-            (path, texts[fmt], 0o755 if fmt in EXECUTABLE else 0o644)
-            for fmt, path in targets.items()
-        ],
-        force=force,
-    )
+    return write_all(files, force=force)
 
 
 def dropped_secrets(source: Preset | EngineConfig) -> list[str]:

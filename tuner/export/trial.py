@@ -20,7 +20,9 @@ import math
 from pathlib import Path
 from typing import Any
 
+from tuner.engine.aiter_shapes import merge
 from tuner.engine.effective import of_trial
+from tuner.export.aiter_untuned import shapes_of
 from tuner.export.errors import ExportError
 from tuner.export.preset import Preset, PresetTarget, Provenance, preset_from_config
 from tuner.trials.guard_check import TrialGuard, baseline_trial, guard_of, guard_verdicts
@@ -93,6 +95,11 @@ def trial_preset(trial: Trial, repeats: list[Trial], baseline: Trial | None = No
     ran = _ran(trial)
     if ran:
         results["ran"] = ran
+    untuned = merge([shapes_of(t) for t in (trial, *repeats)])
+    if untuned:
+        # AITER's default kernels ran for these shapes: the figures are not a tuned table's
+        # (issue 29; `tunelab export TRIAL --aiter-untuned` writes them for AITER's tuner).
+        results["aiter_untuned"] = {"summary": untuned.summary(), **untuned.by_family()}
     guard = guard_table(guard_verdicts([trial], baseline)[0])
     if guard:
         results["guard"] = guard

@@ -119,6 +119,14 @@ class TrialRow:
     guard: TrialGuard | None = None
     timelines: list[GpuTimeline] = field(default_factory=list)
     probe: ProbeView | None = None  # a capacity probe: judged by its SLO, not the baseline
+    untuned: str = ""  # AITER shapes that ran on default kernels (issue 29), "" for none
+
+    @property
+    def notes(self) -> list[str]:
+        """What the report's notes cell says: what vLLM ran otherwise, one-piece delivery,
+        AITER's untuned shapes and why the trial failed (html and markdown alike)."""
+        extra = [self.delivery, self.untuned, self.trial.failure_reason]
+        return [*self.mismatches, *(n for n in extra if n)]
 
     @property
     def guard_seconds(self) -> float | None:
@@ -289,6 +297,7 @@ def _row(trial: Trial, base: Trial | None, guard: TrialGuard | None = None) -> T
         guard=guard,
         timelines=timelines(trial),
         probe=probe,
+        untuned=trial.untuned_shapes.summary(),
     )
 
 

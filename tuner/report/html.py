@@ -78,11 +78,7 @@ def _trial_rows(data: ReportData) -> str:
     for row in data.rows:
         t = row.trial
         vram = row.telemetry.get("peak_vram_bytes")
-        notes = [*row.mismatches]
-        if row.delivery:
-            notes.append(row.delivery)
-        if t.failure_reason:
-            notes.append(t.failure_reason)
+        notes = row.notes
         changes = "<br>".join(
             f"<code>{_e(c.key)}</code>: {_e(c.baseline)} → {_e(c.value)}" for c in row.changes
         ) or ("★ baseline" if row.is_baseline else "same config")

@@ -127,9 +127,7 @@ def render_markdown(data: ReportData) -> str:
         if row.probe is not None:
             changes = "capacity probe: judged by its SLO, not against the baseline"
         changes = changes or ("★ baseline" if row.is_baseline else "same config")
-        notes = [*row.mismatches, *([row.delivery] if row.delivery else [])]
-        if t.failure_reason:
-            notes.append(t.failure_reason)
+        notes = row.notes
         lines.append(
             f"| {_md(t.short_id)} {_md(row.role)} | {_md(t.status)} | {changes} | "
             f"{_num(row.metrics.get('output_throughput'))} | "

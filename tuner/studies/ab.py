@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from tuner.bench.host_noise import host_note
 from tuner.bench.metrics import delivery_warning, is_chunk_metric
 from tuner.bench.window import repeats_note
+from tuner.engine.aiter_shapes import arms_note
 from tuner.engine.effective import arms_differences
 from tuner.environment import arm_notes
 from tuner.errors import TunelabError
@@ -177,10 +178,7 @@ def build_report(
         metrics, confidence, min_rel_effect: Judge differently from the stored
             judgement (a note says so); None: as stored (else the defaults).
     """
-    arms: dict[str, list[Trial]] = {"A": [], "B": []}
-    for t in trials:
-        if t.arm in arms:
-            arms[t.arm].append(t)
+    arms: dict[str, list[Trial]] = {x: [t for t in trials if t.arm == x] for x in "AB"}
     failures = [
         f"{t.arm_label}: {t.status} ({t.failure_reason or 'no reason recorded'})"
         for t in trials
@@ -281,7 +279,9 @@ def _notes(trials: Sequence[Trial], arms: dict[str, list[Trial]], objective: str
     notes.extend(arm_notes({arm: [t.environment for t in ts] for arm, ts in arms.items()}))
     # What vLLM really ran in each arm, not only what was asked (issue 14).
     notes.extend(f"ran: {d.note()}" for d in arms_differences(arms["A"], arms["B"]))
-    return notes
+    # Kernel shapes AITER ran on its default kernels, per arm (issue 29).
+    untuned = arms_note([t.untuned for t in arms["A"]], [t.untuned for t in arms["B"]])
+    return [*notes, untuned] if untuned else notes
 
 
 def design_of(trials: Sequence[Trial]) -> SequentialDesign | None:

@@ -20,6 +20,7 @@ from typing import Any
 
 from tuner.bench.workload import Workload
 from tuner.config import EngineConfig
+from tuner.engine.aiter_shapes import UntunedShapes
 from tuner.rules.types import Finding
 from tuner.trials.shapes import MAX_MEASURED, check_trial
 
@@ -148,6 +149,10 @@ class Trial:
             in ``to_dict`` form: vLLM and torch builds, driver, GPU, power cap),
             recorded when its engine started; None for trials from before
             schema 6 or that never started an engine.
+        untuned: The kernel shapes the engine ran on AITER's default kernels so far
+            (``tuner.engine.aiter_shapes.UntunedShapes`` in ``to_dict`` form), read
+            from its log when the measured run ended; None before schema 7 or
+            without an engine log.
     """
 
     config: EngineConfig
@@ -185,6 +190,7 @@ class Trial:
     effective: dict[str, Any] | None = None
     guard: dict[str, Any] | None = None
     environment: dict[str, Any] | None = None
+    untuned: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.status, TrialStatus):
@@ -226,6 +232,12 @@ class Trial:
     def minimise(self) -> bool:
         """Whether a smaller objective value is better."""
         return objective_minimised(self.objective)
+
+    @property
+    def untuned_shapes(self) -> UntunedShapes:
+        """The kernel shapes its engine ran on AITER's default kernels (empty: none, or not
+        recorded); ``.summary()`` is the sentence every face shows (issue 29)."""
+        return UntunedShapes.from_dict(self.untuned)
 
     @property
     def elapsed_s(self) -> float | None:

@@ -40,6 +40,7 @@ JSON_FIELDS = (
     "effective",
     "guard",
     "environment",
+    "untuned",
 )
 # Scalar fields stored as plain columns (status as its string value).
 SCALAR_FIELDS = (

@@ -20,6 +20,8 @@ from tuner.bench.own_loop import on_loop, run_in_own_loop
 from tuner.bench.own_process import run_in_process
 from tuner.bench.runner import run_benchmark
 from tuner.engine import proctree, running
+from tuner.engine.aiter_shapes import scan
+from tuner.engine.effective import start_lines
 from tuner.engine.events import EngineBackendChosen, EngineLog, EngineStarting
 from tuner.errors import RunFailedError
 from tuner.guard import GuardSettings, run_probes
@@ -49,6 +51,19 @@ if TYPE_CHECKING:
 # A run in which more than this share of requests failed is a failed trial:
 # its surviving requests saw less load and would rank the broken config first.
 MAX_FAILED_FRACTION = 0.05
+
+
+def untuned_of_log(trial: Trial) -> dict[str, Any] | None:
+    """The kernel shapes this trial's engine ran on AITER's default kernels so far (issue 29).
+
+    AITER logs a shape once per process, the first time it runs, so the whole
+    launch's log (not only this trial's run) says what this trial's run used;
+    None without a log to read.
+    """
+    if not trial.log_path:
+        return None
+    lines = start_lines(trial.log_path)
+    return scan(lines, trial.config.env).to_dict() if lines else None
 
 
 class EngineSession:
@@ -241,6 +256,7 @@ class EngineSession:
             return
         if self.guard is not None:
             await self.run_guard(trial, model, self.guard)
+        trial.untuned = await asyncio.to_thread(untuned_of_log, trial)
         self.store.save_result(trial, data, server=server, telemetry=telemetry)
         self.emit(TrialDone(trial))
 

@@ -376,6 +376,25 @@ EFFECTIVE = obj(
         ),
     }
 )
+# tuner.engine.aiter_shapes.UntunedShapes.to_dict (issue 29).
+UNTUNED = obj(
+    {
+        "shapes": list_of(
+            obj(
+                {
+                    "family": text(null=False),
+                    "values": map_of(text(null=False)),
+                    "table": _TEXT,
+                    "lines": integer(null=False, lo=1),
+                    "ranks": integer(null=False, lo=1),
+                },
+                null=False,
+                required=("family", "values"),
+            )
+        ),
+        "lines": _COUNT,
+    }
+)
 _FINGERPRINT_TEXT = (
     "vllm_version",
     "vllm_commit",
@@ -510,6 +529,7 @@ TRIAL_FIELDS: dict[str, Check] = {
     "effective": EFFECTIVE,
     "guard": map_of(anything, null=True),
     "environment": ENVIRONMENT,
+    "untuned": UNTUNED,
 }
 
 

@@ -47,7 +47,8 @@ from tuner.trials.rows import (
 # 4: the ``engine_token`` column (recovery's proof that it started the engine, issue 19).
 # 5: the ``guard`` column (output-drift guard probes, tuner.guard; issue 16).
 # 6: the ``environment`` column (the fingerprint each trial ran on; issue 17).
-SCHEMA_VERSION = 6
+# 7: the ``untuned`` column (AITER kernel shapes that ran untuned; issue 29).
+SCHEMA_VERSION = 7
 DB_NAME = "tunelab.db"
 BUSY_TIMEOUT_S = 30.0
 
@@ -205,7 +206,7 @@ class TrialStore:
                     conn.execute(statement)
             # An older store's trials table lacks the columns added since
             # (version 3: effective; version 4: engine_token; version 5: guard;
-            # version 6: environment).
+            # version 6: environment; version 7: untuned).
             have = {row[1] for row in conn.execute("PRAGMA table_info(trials)")}
             for name in (*SCALAR_FIELDS, *JSON_FIELDS):
                 if name not in have:
