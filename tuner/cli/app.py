@@ -95,6 +95,10 @@ COMMAND_TABLE: dict[str, tuple[str, str]] = {
         "report",
         "Write report.html (self-contained, opens offline) and report.md for a study.",
     ),
+    "profile": (
+        "profile",
+        "Why B is faster: two torch-profiler traces as time per output token by kernel family.",
+    ),
     "jobs": (
         "jobs",
         "Detached work: start a tunelab command that outlives the terminal, list, follow, stop.",
