@@ -126,6 +126,22 @@ def test_a_gpu_trace_counts_kernels_and_the_idle_gpu(tmp_path: Path) -> None:
     assert us == {"moe": 30, "attention": 20, "communication": 20, "sampling": 10, "gaps": 30}
 
 
+def test_a_profiler_folder_reads_its_newest_rank0_trace(tmp_path: Path) -> None:
+    import os
+    import shutil
+
+    folder = tmp_path / "prof"
+    folder.mkdir()
+    with pytest.raises(TraceError, match="holds no rank0"):
+        profile_of(folder, "cpu")
+    old, new = folder / "rank0.1.pt.trace.json.gz", folder / "rank0.2.pt.trace.json.gz"
+    shutil.copy(MANY, old)
+    shutil.copy(ONE, new)
+    (folder / "vm_1.async_llm.3.pt.trace.json.gz").write_bytes(b"not read")
+    os.utime(old, (1, 1))
+    assert profile_of(folder, "cpu") == profile_of(ONE, "cpu")
+
+
 def test_traces_that_cannot_be_read_say_why(tmp_path: Path) -> None:
     bad = tmp_path / "x.json"
     bad.write_text("{not json")

@@ -3,7 +3,8 @@
 The traces are what vLLM writes under ``--profiler-config``'s
 ``torch_profiler_dir`` between ``/start_profile`` and ``/stop_profile``
 (``vllm bench serve --profile`` does this too): pass one worker's trace per
-arm (``rank0.*.pt.trace.json.gz``). The command prints each family's
+arm (``rank0.*.pt.trace.json.gz``), or the folder that holds it (the newest
+rank-0 trace in it is read). The command prints each family's
 milliseconds per output token in A and B, the difference, and how much of
 the per-token difference the families explain (``tuner.profiles``); with
 ``--measured-a/--measured-b`` (an A/B's ms per output token) the difference to
@@ -34,7 +35,7 @@ def register(app: typer.Typer) -> None:
 
 def profile_command(
     a_trace: Annotated[
-        Path, typer.Argument(help="Arm A's worker trace (rank0.*.pt.trace.json.gz).")
+        Path, typer.Argument(help="Arm A's worker trace (rank0.*.pt.trace.json.gz), or its folder.")
     ],
     b_trace: Annotated[Path, typer.Argument(help="Arm B's worker trace.")],
     platform: Annotated[

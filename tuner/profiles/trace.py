@@ -235,6 +235,26 @@ def _cpu_self_times(
             top.setdefault(family, Counter())[e["name"]] += own
 
 
+def worker_trace(path: str | Path) -> Path:
+    """The trace to read for ``path``: the file itself, or in a ``torch_profiler_dir`` the
+    newest worker trace of rank 0 (``rank0.*.pt.trace.json[.gz]``; the API server's own
+    ``*.async_llm.*`` trace holds no engine step).
+
+    Raises:
+        TraceError: a folder with no rank-0 worker trace.
+    """
+    path = Path(path)
+    if not path.is_dir():
+        return path
+    found = [p for p in path.glob("rank0.*.pt.trace.json*") if p.is_file()]
+    if not found:
+        raise TraceError(
+            f"{path} holds no rank0.*.pt.trace.json[.gz]: give the folder vLLM's "
+            "--profiler-config torch_profiler_dir wrote, or a worker trace file"
+        )
+    return max(found, key=lambda p: p.stat().st_mtime)
+
+
 def profile_of(path: str | Path, platform: Platform) -> TraceProfile:
-    """:func:`summarise` of the trace file at ``path``."""
-    return summarise(load_events(path), platform)
+    """:func:`summarise` of the trace at ``path`` (a file, or a profiler folder)."""
+    return summarise(load_events(worker_trace(path)), platform)
