@@ -183,6 +183,29 @@ def test_a_trial_export_carries_the_shapes_and_says_so_atop_the_preset(tmp_path:
     assert loaded.results["aiter_untuned"]["bf16"] == 2
 
 
+def test_the_tuis_export_writes_the_same_bundle(tmp_path: Path) -> None:
+    from tuner.lab.study import export_trial
+
+    trial = _stored_trial(_engine_log(tmp_path, "vllm-43605.log"))
+    written = export_trial(trial, tmp_path / "tui", ["toml", "sh"])
+    base = f"trial-{trial.short_id}"
+    assert sorted(p.name for p in written) == sorted(
+        [
+            f"{base}.toml",
+            f"{base}.sh",
+            f"{base}.a8w8_blockscale_untuned_gemm.csv",
+            f"{base}.bf16_untuned_gemm.csv",
+            f"{base}.untuned_fmoe.csv",
+            f"{base}.aiter-tune.sh",
+        ]
+    )
+    cli = tmp_path / "cli"
+    assert _cli(trial.id, "--format", "toml,sh", "--out", str(cli))[0] == 0
+    for path in written:
+        if path.suffix == ".csv":
+            assert path.read_text() == (cli / path.name).read_text()
+
+
 def test_nothing_to_export_is_a_message_and_writes_nothing(tmp_path: Path) -> None:
     log = tmp_path / "cpu.log"
     log.write_text("[tunelab] $ vllm serve tiny\nINFO Using CPU_ATTN backend.\n")

@@ -25,6 +25,8 @@ from tuner.export.errors import ExportError
 from tuner.lab.study import Study, export_trial
 
 FORMATS = ("toml", "sh", "yaml", "docker")
+# Scripts an export writes that do not launch the preset (docker's; AITER's tuning, issue 29).
+_NOT_LAUNCH = (".docker.sh", ".aiter-tune.sh")
 
 
 class ExportScreen(ModalScreen[list[Path] | None]):
@@ -142,7 +144,7 @@ class ExportScreen(ModalScreen[list[Path] | None]):
         self.written = written
         status.update("Wrote: " + ", ".join(str(p) for p in written))
         script = next(
-            (p for p in written if p.name.endswith(".sh") and not p.name.endswith(".docker.sh")),
+            (p for p in written if p.name.endswith(".sh") and not p.name.endswith(_NOT_LAUNCH)),
             None,
         )
         shown = script or written[0]

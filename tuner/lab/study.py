@@ -27,6 +27,7 @@ from pathlib import Path
 
 from tuner import bounded
 from tuner.config import EngineValue
+from tuner.export.aiter_untuned import untuned_bundle
 from tuner.export.render import export
 from tuner.export.trial import preset_from_trial
 from tuner.studies.ab import ABReport, build_report
@@ -420,15 +421,16 @@ def export_trial(
 ) -> list[Path]:
     """Write ``trial`` as a preset (workload, results with their noise, trial id) in ``formats``.
 
-    The same export as ``tunelab export TRIAL`` (tuner.export builds the preset).
+    The same export as ``tunelab export TRIAL`` (tuner.export builds the preset), with
+    the same AITER untuned-shape CSVs and tuning script when its engine logged any.
 
     Raises:
         ExportError: the preset cannot be built or written; OSError: the directory.
     """
     directory.mkdir(parents=True, exist_ok=True)
-    return export(
-        preset_from_trial(trial.id, store_path=store_path), directory, formats, force=force
-    )
+    preset = preset_from_trial(trial.id, store_path=store_path)
+    bundle = untuned_bundle(trial.id, preset.name, only=False, store_path=store_path)
+    return export(preset, directory, formats, force=force, extra=bundle.files)
 
 
 @dataclass(frozen=True)
