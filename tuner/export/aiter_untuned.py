@@ -24,7 +24,7 @@ from tuner.export.errors import ExportError
 from tuner.export.files import check_base_name, write_all
 from tuner.export.quoting import comment_text, shell_quote
 from tuner.export.render import FORMATS, safe_name
-from tuner.trials.model import Trial, TrialStatus
+from tuner.trials.model import Trial
 from tuner.trials.store import StoreError, TrialNotFound, TrialStore
 
 SCRIPT_SUFFIX = ".aiter-tune.sh"
@@ -89,11 +89,8 @@ def trial_shapes(
     try:
         with TrialStore(store_path) as store:
             trial = store.get(trial_id)
-            repeats = [
-                t
-                for t in store.list(study=trial.study, status=TrialStatus.DONE)
-                if t.config_id == trial.config_id and t.id != trial.id
-            ]
+            # The same launches the preset pools (its [results.aiter_untuned]).
+            repeats = [t for t in store.repeats_of(trial) if t.id != trial.id]
     except TrialNotFound as exc:
         raise ExportError(str(exc), exit_code=2) from None
     except StoreError as exc:

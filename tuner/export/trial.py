@@ -43,11 +43,7 @@ def preset_from_trial(trial_id: str, *, store_path: str | Path | None = None) ->
     try:
         with TrialStore(store_path) as store:
             trial = store.get(trial_id)
-            repeats = [
-                t
-                for t in store.list(study=trial.study, status=TrialStatus.DONE)
-                if t.config_id == trial.config_id and t.objective == trial.objective
-            ]
+            repeats = store.repeats_of(trial)
             baseline = baseline_trial(store, trial.study)
     except TrialNotFound as exc:
         raise ExportError(str(exc)) from None

@@ -335,6 +335,15 @@ class TrialStore:
         """
         return self.scan(study, status).trials
 
+    def repeats_of(self, trial: Trial) -> builtins.list[Trial]:
+        """The finished launches of ``trial``'s config in its study under the same objective
+        (``trial`` itself among them when it finished): what an export pools."""
+        return [
+            t
+            for t in self.list(study=trial.study, status=TrialStatus.DONE)
+            if t.config_id == trial.config_id and t.objective == trial.objective
+        ]
+
     def scan(self, study: str | None = None, status: TrialStatus | str | None = None) -> StoreScan:
         """Like :meth:`list`, plus the rows that could not be read and why.
 
