@@ -19,6 +19,12 @@ like a real engine and serves ``/health``, ``/v1/models``, ``/tokenize``,
   real engine's speed varies from one launch to the next.
 - ``DOUBLE_START_LOG``: a file each start appends one JSON line to (pid, argv,
   knobs), so a test can count how many engines a study really started.
+- ``--profiler-config {"torch_profiler_dir": DIR, ...}`` (vLLM's flag) arms
+  ``/start_profile`` and ``/stop_profile`` (404 without it, as vLLM). The double
+  has no torch to trace itself, so ``/stop_profile`` writes a *recorded real*
+  vLLM CPU worker trace into DIR as ``rank0.<ns>.pt.trace.json.gz``:
+  tests/data/traces/cpu-max-num-seqs-1 for ``--max-num-seqs 1``, the -32 one
+  otherwise.
 
 Run: ``python tests/support/study_engine_double.py --port P [--host H] [vLLM flags]``.
 """
@@ -31,11 +37,13 @@ import json
 import math
 import os
 import random
+import shutil
 import signal
 import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 MODEL = "engine-double"
 
@@ -48,9 +56,14 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
 
+TRACES = Path(__file__).resolve().parent.parent / "data" / "traces"
+
+
 class _State:
-    def __init__(self, max_num_seqs: int, token_ms: float) -> None:
+    def __init__(self, max_num_seqs: int, token_ms: float, profile_dir: str | None) -> None:
         self.slots = threading.BoundedSemaphore(max_num_seqs)
+        self.max_num_seqs = max_num_seqs
+        self.profile_dir = profile_dir
         self.token_ms = token_ms
         self.lock = threading.Lock()
         self.running = 0
@@ -97,8 +110,17 @@ def _handler(state: _State) -> type[BaseHTTPRequestHandler]:
                 self._json(200, {"tokens": list(range(1, len(words) + 1)), "count": len(words)})
             elif self.path == "/v1/completions":
                 self._complete(body)
+            elif self.path in ("/start_profile", "/stop_profile") and state.profile_dir:
+                self._profile(self.path == "/start_profile")
             else:
                 self._json(404, {"error": f"no route {self.path}"})
+
+        def _profile(self, start: bool) -> None:
+            if not start:
+                name = "cpu-max-num-seqs-1" if state.max_num_seqs == 1 else "cpu-max-num-seqs-32"
+                out = Path(state.profile_dir or ".") / f"rank0.{time.time_ns()}.pt.trace.json.gz"
+                shutil.copyfile(TRACES / f"{name}.pt.trace.json.gz", out)
+            self._send(200, b"", "application/json")
 
         def _event(self, data: object) -> None:
             self.wfile.write(f"data: {json.dumps(data, separators=(',', ':'))}\n\n".encode())
@@ -150,7 +172,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--max-num-seqs", type=int, default=256)
+    parser.add_argument("--profiler-config", type=json.loads, default=None)
     args, unknown = parser.parse_known_args(argv)
+    profile_dir = (args.profiler_config or {}).get("torch_profiler_dir")
     # Stop on SIGINT like vLLM (uvicorn installs its own handlers), even when started
     # from a shell that ignores SIGINT in background jobs: an inherited SIG_IGN would
     # make every stop wait out the runner's 10 s grace period.
@@ -178,7 +202,8 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     time.sleep(startup)
-    server = _Server((args.host, args.port), _handler(_State(args.max_num_seqs, token_ms)))
+    state = _State(args.max_num_seqs, token_ms, profile_dir)
+    server = _Server((args.host, args.port), _handler(state))
     print(f"INFO:     Uvicorn running on http://{args.host}:{args.port}", flush=True)
     with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()

@@ -72,12 +72,16 @@ class ControlClient:
     Args:
         base_url: ``http://host:port`` (no credentials; those go in ``headers``).
         headers: Extra headers for every call (e.g. Authorization).
+        read_timeout_s: httpx's per-read limit: a call whose answer comes only when
+            the server's work is done (``/stop_profile`` writing a trace) needs more.
     """
 
-    def __init__(self, base_url: str, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, base_url: str, headers: dict[str, str] | None = None, read_timeout_s: float = 10.0
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self._client = httpx.AsyncClient(
-            timeout=httpx.Timeout(10.0, connect=5.0),
+            timeout=httpx.Timeout(read_timeout_s, connect=5.0),
             trust_env=False,
             headers=headers or {},
             limits=httpx.Limits(max_connections=2, max_keepalive_connections=2),

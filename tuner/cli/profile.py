@@ -74,9 +74,10 @@ def profile_command(
     _print(found, a.steps, b.steps, a.tokens, b.tokens)
 
 
-def _print(found: Explanation, a_steps: int, b_steps: int, a_tokens: int, b_tokens: int) -> None:
-    console = Console(highlight=False)
-    table = Table(title="ms per output token (per step)", title_justify="left")
+def explanation_table(found: Explanation) -> Table:
+    """Each family's ms per output token (per step) in A and B and B − A, unexplained last;
+    ``tunelab profile`` and ``tunelab ab --profile`` print the same table."""
+    table = Table(title="ms per output token (per step), by kernel family", title_justify="left")
     for column in ("family", "A", "B", "B − A"):
         table.add_column(column, justify="left" if column == "family" else "right")
     for r in found.rows:
@@ -91,6 +92,11 @@ def _print(found: Explanation, a_steps: int, b_steps: int, a_tokens: int, b_toke
     table.add_row(
         "unexplained (other ops incl.)", "", "", f"{found.unexplained_ms:+.3f}", style="dim"
     )
-    console.print(table)
+    return table
+
+
+def _print(found: Explanation, a_steps: int, b_steps: int, a_tokens: int, b_tokens: int) -> None:
+    console = Console(highlight=False)
+    console.print(explanation_table(found))
     console.print(f"A: {a_steps} steps, {a_tokens} output tokens; B: {b_steps} steps, {b_tokens}")
     console.print(found.summary())

@@ -43,6 +43,7 @@ from tuner.cli.study_options import (
     ObjectiveKeyOpt,
     OrderOpt,
     ParamOpt,
+    ProfileOpt,
     RepeatsOpt,
     ReportOnlyOpt,
     SamplerSeedOpt,
@@ -128,6 +129,7 @@ def ab_command(
     guard_tokens: opt.GuardTokensOpt = None,
     no_guard: opt.NoGuardOpt = False,
     report_only: ReportOnlyOpt = False,
+    profile: ProfileOpt = False,
 ) -> None:
     """A/B two configs: repeated, interleaved trials; per-metric interval and verdict."""
     opt.grant_consent(allow_code, allow_env)
@@ -155,6 +157,7 @@ def ab_command(
             max_repeats=max_repeats,
             equivalence=margin,
             spending=spending,
+            profile=profile,
         )
     except TunelabError as exc:
         raise opt.usage_error("ab", exc.message) from None

@@ -100,6 +100,15 @@ ReportOnlyOpt = Annotated[
         "(the same verdict the TUI shows).",
     ),
 ]
+ProfileOpt = Annotated[
+    bool,
+    typer.Option(
+        "--profile",
+        help="Profile each arm's first launch after its measured run (torch profiler, no "
+        "extra launch, never during the measured run) and say why B is faster, by kernel "
+        "family.",
+    ),
+]
 
 # -- sweep --------------------------------------------------------------------------
 SweepSpecArg = Annotated[

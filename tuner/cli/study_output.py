@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
+from tuner.cli.profile import explanation_table
 from tuner.cli.safe_text import markup
 from tuner.cli.trial_progress import TrialProgressDisplay, clock
 from tuner.lab.reports import Verdict, format_relative, is_pruned
@@ -161,7 +162,21 @@ def print_ab(report: ABReport) -> None:
             console.print(f"[yellow]effective[/]: {markup(note.removeprefix('ran: '))}")
         else:
             console.print(f"[yellow]note[/]: {markup(note)}")
+    _print_explanation(console, report)
     console.print(f"[bold]{markup(report.summary())}[/]")
+
+
+def _print_explanation(console: Console, report: ABReport) -> None:
+    """Why B is faster, by kernel family, when the A/B was profiled (issue 29)."""
+    found = report.explanation
+    if found is None:
+        return
+    if found.explanation is not None:
+        console.print(explanation_table(found.explanation))
+        for arm, record in (("A", found.a), ("B", found.b)):
+            if record is not None:
+                console.print(f"[dim]{arm}: {markup(record.describe())}[/]")
+    console.print(f"[yellow]why[/]: {markup(found.summary())}")
 
 
 def _status(trial: Trial) -> str:

@@ -44,6 +44,7 @@ _STAGE_TEXT = {
     "ready": "engine ready",
     "warmup": "warming up",
     "measuring": "measuring",
+    "profiling": "profiling (after the measured run)",
     "stopping": "stopping engine",
 }
 

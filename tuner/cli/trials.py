@@ -28,6 +28,7 @@ from tuner.cli.safe_text import clean, markup
 from tuner.cli.study_output import jsonable
 from tuner.engine import effective
 from tuner.lab.study import Study
+from tuner.profiles.capture import ProfileRecord
 from tuner.trials.export import to_csv, to_json
 from tuner.trials.guard_check import guard_of, trial_verdict
 from tuner.trials.model import Trial, TrialStatus, metric
@@ -297,6 +298,9 @@ def print_trial(trial: Trial, *, tail: bool) -> None:
             f"[yellow]AITER:[/] {markup(untuned)}  "
             f"[dim](tunelab export {trial.short_id} --aiter-untuned)[/]"
         )
+    profile = ProfileRecord.from_dict(trial.profile)
+    if profile is not None:  # a window after the measured run (issue 29)
+        console.print(f"[bold]Profile:[/] {markup(profile.describe().removeprefix('profile: '))}")
     if trial.log_path:
         console.print(f"[bold]Engine log:[/] {markup(trial.log_path)}")
         if tail:

@@ -57,6 +57,8 @@ class EngineSpec:
         cwd: Working directory of the server.
         command: Replaces the vLLM command line ("{port}" and "{host}" are filled
             in). Only for engine doubles in tests; production never sets it.
+        extra_args: Arguments after the config's, for this launch only and never
+            part of the config (the armed profiler, tuner.profiles.capture).
     """
 
     config: EngineConfig
@@ -69,20 +71,29 @@ class EngineSpec:
     extra_env: dict[str, str] = field(default_factory=dict)
     cwd: Path | None = None
     command: list[str] | None = None
+    extra_args: list[str] = field(default_factory=list)
 
     def argv(self, port: int) -> list[str]:
         """The full command line for ``port``."""
         if self.command is not None:
             # Plain replacement, not str.format: parts may hold JSON braces.
             return [
-                part.replace("{port}", str(port)).replace("{host}", self.host)
-                for part in self.command
+                *(
+                    part.replace("{port}", str(port)).replace("{host}", self.host)
+                    for part in self.command
+                ),
+                *self.extra_args,
             ]
         entry = self.entry if self.entry != "auto" else resolve_entry(self.python)
         # Every option is one "--key=value" item (tuner.config.render_flag), so no
         # value can be read as an option; the model cannot start with "-"
         # (tuner.config.check_model), so the positional cannot either.
-        tail = [*self.config.engine_args(), f"--host={self.host}", f"--port={port}"]
+        tail = [
+            *self.config.engine_args(),
+            *self.extra_args,
+            f"--host={self.host}",
+            f"--port={port}",
+        ]
         if entry == "serve":
             vllm_bin = str(Path(self.python).parent / "vllm")
             return [vllm_bin, "serve", self.config.model, *tail]

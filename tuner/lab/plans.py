@@ -127,6 +127,8 @@ class ABPlan:
         max_repeats: Sequential design: at most this many launches per arm.
         equivalence: Sequential design: a margin inside which A and B are equal.
         spending: The sequential design's alpha spending (pocock, obf or front).
+        profile: Profile each arm's first launch after its measured run and say
+            why B is faster, by kernel family (issue 29).
     """
 
     a: EngineConfig
@@ -141,6 +143,7 @@ class ABPlan:
     max_repeats: int | None = None
     equivalence: float | None = None
     spending: str = "pocock"
+    profile: bool = False
 
     kind: ClassVar[str] = "ab"
     skips_extra: ClassVar[bool] = False
@@ -184,6 +187,7 @@ class ABPlan:
             # The front-loaded design's boundaries are computed for the pooled t (sequential.py).
             pooled=self.spending == "front",
             on_trial=hooks.on_trial,
+            profile=self.profile,
         )
 
 

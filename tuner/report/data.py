@@ -27,6 +27,8 @@ from tuner.engine.effective import of_trial
 from tuner.export.script import render_script
 from tuner.lab.study import Baseline, KnobChange, Study, knob_changes, value_text
 from tuner.policy import Consent, violations
+from tuner.profiles.capture import ProfileRecord
+from tuner.profiles.explain import Explanation, FamilyDelta
 from tuner.studies.ab import ABReport, build_report
 from tuner.studies.capacity_steps import CapacityStep, ProbeView, configs_only, probe_view
 from tuner.studies.common import value_of
@@ -176,6 +178,31 @@ class FrontPoint:
     latency_ms: float
     throughput: float
     on_front: bool
+
+
+# Op names per family and arm the "why B is faster" table names (the trace keeps three).
+LARGEST_OPS = 2
+
+
+def shown_families(explanation: Explanation) -> list[FamilyDelta]:
+    """The families a report shows: those either arm spent time in, in the core's order.
+
+    A family neither arm touched (MoE on a dense model, communication on one GPU)
+    is a row of zeros that explains nothing, so the chart and tables leave it out.
+    """
+    return [r for r in explanation.rows if r.a_ms or r.b_ms]
+
+
+def largest_ops(record: ProfileRecord | None, family: str) -> list[str]:
+    """The names of ``family``'s largest ops or kernels in an arm's trace (foreign text).
+
+    They are what the reader searches for in the trace or in vLLM's source to
+    see where a family's time went; the trace's own names, as stored.
+    """
+    if record is None or record.summary is None:
+        return []
+    entries = record.summary.top.get(family) or []
+    return [str(e[0]) for e in entries[:LARGEST_OPS] if isinstance(e, list | tuple) and e]
 
 
 @dataclass

@@ -15,8 +15,11 @@ import time
 from collections.abc import Iterable
 
 from tuner.foreign_text import clean
+from tuner.profiles.explain import Explanation
+from tuner.profiles.families import LABELS, OTHER
 from tuner.report import plots
-from tuner.report.data import ReportData, TrialRow
+from tuner.report.data import ReportData, TrialRow, largest_ops, shown_families
+from tuner.studies.ab_explain import ArmsExplanation
 from tuner.studies.stats import format_relative
 
 _CSS = """
@@ -181,6 +184,66 @@ def _ab_section(data: ReportData) -> str:
     )
 
 
+def _explain_section(data: ReportData) -> str:
+    """Why B is faster: the core's sentence, its chart and table, each arm's profile line.
+
+    Without an explanation (an arm's profile failed or found no tokens) only the
+    sentence, which names why: a chart of half the arms would explain nothing.
+    """
+    found = data.ab.explanation if data.ab is not None else None
+    if found is None:
+        return ""
+    out = ["<h2>Why B is faster (profile)</h2>", f"<p><b>{_e(found.summary())}</b></p>"]
+    ex = found.explanation
+    if ex is None:
+        return "".join(out)
+    out.append(
+        "<p>Each arm's first launch was profiled after its measured run, at the workload's "
+        "load. Milliseconds per output token, per engine step in brackets, each profile "
+        "scaled to its launch's measured time; <i>unexplained</i> is the difference no named "
+        "family accounts for (other ops, and what the families do not add up to).</p>"
+    )
+    out.append(f'<div class="fig">{plots.explanation(ex)}</div>')
+    out.append(_explain_table(found, ex))
+    for arm, record in (("A", found.a), ("B", found.b)):
+        if record is not None:
+            out.append(f"<p class='muted'>{arm}: {_e(record.describe())}</p>")
+    return "".join(out)
+
+
+def _explain_table(found: ArmsExplanation, ex: Explanation) -> str:
+    """Per family A, B and B − A (ms per output token), then the unexplained rest and the total."""
+    head = ["family", "A", "B", "B − A", "largest ops"]
+    body = []
+    for r in shown_families(ex):
+        cls = "" if r.family == OTHER else ("good" if r.delta_ms < 0 else "bad")
+        body.append(
+            [
+                _cell(_e(LABELS[r.family]), left=True),
+                _cell(f"{r.a_ms:.3f} ({r.a_step_ms:.3f})"),
+                _cell(f"{r.b_ms:.3f} ({r.b_step_ms:.3f})"),
+                _cell(f"{r.delta_ms:+.3f}", cls=cls),
+                _cell(_largest(found, r.family), left=True),
+            ]
+        )
+    basis = "measured" if ex.measured else "in the profiles"
+    for label, value in (("unexplained", ex.unexplained_ms), (f"B − A {basis}", ex.total_ms)):
+        body.append(
+            [_cell(_e(label), left=True), _cell("—"), _cell("—"), _cell(f"{value:+.3f}"), _cell("")]
+        )
+    return _table(head, body)
+
+
+def _largest(found: ArmsExplanation, family: str) -> str:
+    """Each arm's largest op names in ``family`` (the trace's own text, escaped)."""
+    parts = []
+    for arm, record in (("A", found.a), ("B", found.b)):
+        names = largest_ops(record, family)
+        if names:
+            parts.append(f"{arm}: " + ", ".join(f"<code>{_e(n)}</code>" for n in names))
+    return "<br>".join(parts) or "—"
+
+
 def _figures(data: ReportData) -> str:
     parts = []
     for curve in data.sweeps:
@@ -293,6 +356,7 @@ def render_html(data: ReportData) -> str:
         + base_line
         + _trial_rows(data)
         + _ab_section(data)
+        + _explain_section(data)
         + _capacity_section(data)
         + _figures(data)
         + _winner_section(data)

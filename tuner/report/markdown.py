@@ -16,7 +16,8 @@ from __future__ import annotations
 import re
 
 from tuner.foreign_text import clean, one_line
-from tuner.report.data import ReportData
+from tuner.profiles.families import LABELS
+from tuner.report.data import ReportData, largest_ops, shown_families
 from tuner.studies.stats import format_relative
 
 # Markdown's inline syntax (CommonMark + GFM tables, strikethrough, autolinks,
@@ -73,6 +74,51 @@ def _guard_lines(data: ReportData) -> list[str]:
                 f"| {_md(row.trial.short_id)} {_md(row.role)} | {_md(g.label())} | "
                 f"{_md(g.describe())} |"
             )
+    return lines
+
+
+def _explain_lines(data: ReportData) -> list[str]:
+    """``## Why B is faster (profile)``: the core's sentence and its table by kernel family.
+
+    Without an explanation (an arm's profile failed) the sentence alone: it names why.
+    """
+    found = data.ab.explanation if data.ab is not None else None
+    if found is None:
+        return []
+    lines = ["", "## Why B is faster (profile)", "", f"**{_md(found.summary())}**"]
+    ex = found.explanation
+    if ex is None:
+        return lines
+    lines += [
+        "",
+        "Milliseconds per output token (per engine step in brackets), each profile scaled to "
+        "its launch's measured time; unexplained: what no named family accounts for (other "
+        "ops, and what the families do not add up to).",
+        "",
+        "| family | A | B | B − A | largest ops |",
+        "|---|---:|---:|---:|---|",
+    ]
+    for r in shown_families(ex):
+        ops = "; ".join(
+            f"{arm}: " + ", ".join(_md(n) for n in names)  # not a code span: no raw markup at all
+            for arm, record in (("A", found.a), ("B", found.b))
+            if (names := largest_ops(record, r.family))
+        )
+        lines.append(
+            f"| {_md(LABELS[r.family])} | {r.a_ms:.3f} ({r.a_step_ms:.3f}) | "
+            f"{r.b_ms:.3f} ({r.b_step_ms:.3f}) | {r.delta_ms:+.3f} | {ops or '—'} |"
+        )
+    basis = "measured" if ex.measured else "in the profiles"
+    lines += [
+        f"| unexplained | — | — | {ex.unexplained_ms:+.3f} | |",
+        f"| B − A {basis} | — | — | {ex.total_ms:+.3f} | |",
+        "",
+    ]
+    lines += [
+        f"- {arm}: {_md(record.describe())}"
+        for arm, record in (("A", found.a), ("B", found.b))
+        if record is not None
+    ]
     return lines
 
 
@@ -154,6 +200,7 @@ def render_markdown(data: ReportData) -> str:
                 f"| {_md(r.metric)} | {_num(r.a.mean)} | {_num(r.b.mean)} | "
                 f"{_md(format_relative(r))} | {r.a.n}/{r.b.n} | {_md(r.shown_verdict)} |"
             )
+    lines += _explain_lines(data)
     lines += _capacity_lines(data)
     lines += _sweep_lines(data)
     sampled = sum(1 for r in data.rows if r.timelines)

@@ -20,7 +20,9 @@ matplotlib.use("Agg")  # no display on a GPU node over SSH
 import matplotlib.pyplot as plt
 
 from tuner.foreign_text import one_line
-from tuner.report.data import FrontPoint, GpuTimeline, SweepCurve, TrialRow
+from tuner.profiles.explain import Explanation
+from tuner.profiles.families import LABELS, OTHER
+from tuner.report.data import FrontPoint, GpuTimeline, SweepCurve, TrialRow, shown_families
 from tuner.studies.ab import ABReport
 from tuner.studies.stats import Verdict
 
@@ -43,6 +45,13 @@ _COLOURS = {
     Verdict.A_BETTER: "#cf222e",
     Verdict.NO_DIFFERENCE: "#6e7781",
 }
+# "Why B is faster": B spends less (green) or more (red) in a family; "other ops" and
+# the unexplained rest are grey, the latter hatched, as neither names a cause.
+_LESS, _MORE, _NEUTRAL = "#1a7f37", "#cf222e", "#8c959f"
+# Each bar's SVG group id: "<prefix><family>" (a family key of tuner.profiles.families)
+# or "<prefix>unexplained", so a reader's tools (and the tests) can find a family's bar.
+EXPLAIN_BAR_ID = "explain-delta-"
+UNEXPLAINED = "unexplained"
 
 
 def _svg(fig: Figure) -> str:
@@ -161,4 +170,37 @@ def timeline(gpus: Sequence[GpuTimeline]) -> str:
     axes[-1].set_xlabel("seconds into the measured run")
     if 1 < len(gpus) <= 8:
         axes[0].legend(loc="upper right", ncol=min(4, len(gpus)), fontsize=7)
+    return _svg(fig)
+
+
+def explanation(ex: Explanation) -> str:
+    """B − A per output token by kernel family, and the part no family explains.
+
+    One horizontal bar per family either arm spent time in, in the core's order
+    (largest |B − A| on top), then the unexplained rest (the measured difference
+    less the named families: other ops, and time outside the profiled worker),
+    hatched so it does not read as a family. Left of zero: B spends less there.
+    """
+    rows = shown_families(ex)
+    keys = [r.family for r in rows] + [UNEXPLAINED]
+    values = [r.delta_ms for r in rows] + [ex.unexplained_ms]
+    colours = [
+        _NEUTRAL if r.family == OTHER else (_LESS if r.delta_ms < 0 else _MORE) for r in rows
+    ]
+    labels = [LABELS[r.family] for r in rows] + ["unexplained"]
+    fig, ax = plt.subplots(figsize=(6.5, 0.35 * len(keys) + 1.2))
+    ys = list(range(len(keys)))[::-1]  # the first row on top
+    bars = ax.barh(ys, values, color=[*colours, "white"])
+    unexplained = bars[-1]
+    unexplained.set_edgecolor(_NEUTRAL)
+    unexplained.set_hatch("//")
+    for bar, key in zip(bars, keys, strict=True):
+        bar.set_gid(f"{EXPLAIN_BAR_ID}{key}")
+    ax.bar_label(bars, fmt="%+.3f", padding=3, fontsize=7)
+    ax.axvline(0, color="#444", linewidth=0.8)
+    ax.set_yticks(ys, labels)
+    ax.margins(x=0.15)
+    basis = "measured" if ex.measured else "in the profiles"
+    ax.set_xlabel("B − A, ms per output token (left of 0: B spends less)")
+    ax.set_title(f"B − A {basis}: {ex.total_ms:+.3f} ms per output token, by kernel family")
     return _svg(fig)

@@ -19,8 +19,6 @@ arms per metric with Welch's t interval over repeats, on the ratio B/A
 
 from __future__ import annotations
 
-import math
-import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -32,8 +30,11 @@ from tuner.engine.aiter_shapes import arms_note
 from tuner.engine.effective import arms_differences
 from tuner.environment import arm_notes
 from tuner.errors import TunelabError
+from tuner.profiles.capture import ARMED, CAPTURE, PROFILE_TAG
+from tuner.studies.ab_explain import ArmsExplanation, arms_explanation
 from tuner.studies.ab_judgement import TAG as JUDGEMENT_TAG
 from tuner.studies.ab_judgement import Judgement, applied_judgement
+from tuner.studies.ab_notes import gpu_effects, sample_notes
 from tuner.studies.common import study_name, value_of
 from tuner.studies.sequential import (
     Decision,
@@ -97,6 +98,8 @@ class ABReport:
         stopped: Why a sequential A/B ended (None for a fixed-size one).
         confidence: The level its intervals were judged at (the stored judgement's:
             tuner.studies.ab_judgement); a sequential objective row states its own.
+        explanation: Why B is faster, by kernel family, from each arm's profile
+            (tuner.studies.ab_explain); None when no trial was profiled.
     """
 
     study: str
@@ -111,6 +114,7 @@ class ABReport:
     looks: list[Look] = field(default_factory=list)
     stopped: Decision | None = None
     confidence: float = 0.95
+    explanation: ArmsExplanation | None = None
 
     @property
     def objective_row(self) -> Comparison | None:
@@ -150,6 +154,7 @@ class ABReport:
             "looks": [look.to_dict() for look in self.looks],
             "confidence": self.confidence,
             "stopped": self.stopped.value if self.stopped is not None else None,
+            "explanation": self.explanation.to_dict() if self.explanation else None,
         }
 
 
@@ -225,6 +230,7 @@ def build_report(
         looks=looks,
         stopped=looks[-1].decision if looks else None,
         confidence=confidence,
+        explanation=arms_explanation(arms),
     )
 
 
@@ -338,68 +344,6 @@ def replay_looks(trials: Sequence[Trial], objective: str) -> list[Look]:
     return monitor.looks
 
 
-def sample_notes(arms: dict[str, list[Trial]]) -> list[str]:
-    """``GPU samples clean: A 30/32, B 32/32; A: 2 with a foreign process`` (issue 17).
-
-    Beside every verdict measured with GPU telemetry: how many of each arm's
-    samples (over its trials' measured runs) had no foreign process on the
-    trial's GPUs, no throttling and no power-cap hit, so a dirty sample never
-    decides a verdict silently. Nothing when no trial was sampled.
-    """
-    counts: dict[str, tuple[int, int, dict[str, int]]] = {}
-    for arm, trials in arms.items():
-        total = clean = 0
-        dirt: dict[str, int] = {}
-        for t in trials:
-            tel = t.telemetry or {}
-            if not isinstance(tel.get("samples"), int):
-                continue  # no GPU window (CPU engine), or stored before samples were judged
-            total += tel["samples"]
-            clean += int(tel.get("samples_clean") or 0)
-            for why, n in (tel.get("dirt") or {}).items():
-                dirt[why] = dirt.get(why, 0) + int(n)
-        if total:
-            counts[arm] = (clean, total, dirt)
-    if not counts:
-        return []
-    text = "GPU samples clean: " + ", ".join(f"{a} {c}/{n}" for a, (c, n, _) in counts.items())
-    spoiled = [
-        f"{arm}: " + ", ".join(f"{n} {why}" for why, n in sorted(dirt.items()))
-        for arm, (_, _, dirt) in counts.items()
-        if dirt
-    ]
-    return [text + ("; " + "; ".join(spoiled) if spoiled else "")]
-
-
-def gpu_effects(trials: Sequence[Trial], objective: str) -> list[str]:
-    """Per-GPU deviation of the objective from its arm's geometric mean, when arms used several GPUs.
-
-    With arms swapped between GPUs, a GPU that is slower for both arms shows
-    as the same negative deviation in both: a node effect the swap cancels
-    from the verdict, reported so the user can look at that GPU.
-    """
-    slots = {t.gpu_slot for t in trials if t.gpu_slot}
-    if len(slots) < 2:
-        return []
-    centre: dict[str, float] = {}
-    for arm in ("A", "B"):
-        values = [v for t in trials if t.arm == arm and (v := value_of(t, objective))]
-        if values and all(v > 0 for v in values):
-            centre[arm] = statistics.fmean(math.log(v) for v in values)
-    per_gpu: dict[str, list[float]] = {}
-    for t in trials:
-        v = value_of(t, objective)
-        if t.gpu_slot and t.arm in centre and v and v > 0:
-            per_gpu.setdefault(t.gpu_slot, []).append(math.log(v) - centre[t.arm])
-    parts = [
-        f"GPU {gpu} {math.exp(statistics.fmean(devs)) - 1.0:+.1%} (n={len(devs)})"
-        for gpu, devs in sorted(per_gpu.items())
-    ]
-    return (
-        [f"per-GPU effect on {objective} (vs the arm's mean): " + ", ".join(parts)] if parts else []
-    )
-
-
 def _waves(total: int, pairs: int, order: Order) -> list[list[tuple[str, int]]]:
     """(arm, repeat) per wave: one round per wave on one slot (ABBA), ``pairs`` rounds side by side on more."""
     if pairs <= 1:
@@ -472,6 +416,7 @@ class _ArmTrials:
     study: str
     objective: str
     tags: dict[str, Any]
+    profile: bool = False
 
     def __call__(self, wave: int, plan: list[tuple[str, int]]) -> list[Trial]:
         return [
@@ -482,10 +427,16 @@ class _ArmTrials:
                 objective=self.objective,
                 arm=arm,
                 repeat=rep,
-                tags={**self.tags, "wave": wave},
+                tags={**self.tags, "wave": wave, **self._profile(rep)},
             )
             for arm, rep in plan
         ]
+
+    def _profile(self, repeat: int) -> dict[str, str]:
+        """Each arm's first launch takes the profile; the others run the same command line."""
+        if not self.profile:
+            return {}
+        return {PROFILE_TAG: CAPTURE if repeat == 0 else ARMED}
 
 
 async def _run_waves(
@@ -518,6 +469,16 @@ async def _run_waves(
     return done
 
 
+def _check_arms(a: EngineConfig, b: EngineConfig, repeats: int, order: Order) -> None:
+    """Raises ABError for arms on different models, a bad repeat count or order."""
+    if a.model != b.model:
+        raise ABError(
+            f"arms A and B serve different models ({a.model} vs {b.model}); an A/B compares "
+            "knobs on one model — use two studies to compare models"
+        )
+    schedule(repeats, order)  # validates repeats and order
+
+
 async def run_ab(
     a: EngineConfig,
     b: EngineConfig,
@@ -536,6 +497,7 @@ async def run_ab(
     spending: Spending = Spending.POCOCK,
     on_trial: Callable[[Trial], None] | None = None,
     pooled: bool = False,
+    profile: bool = False,
 ) -> ABReport:
     """Run an A/B of ``a`` against ``b`` and compare them.
 
@@ -568,16 +530,13 @@ async def run_ab(
         on_trial: Called with each trial once it reached a final state.
         pooled: Sequential looks on Student's pooled interval (see
             :class:`~tuner.studies.sequential.SequentialDesign`).
+        profile: Profile each arm's first launch after its measured run (no extra
+            launch; tuner.profiles.capture) and explain the difference by family.
 
     Raises:
         ABError: A bad repeat count, order or design, or arms on different models.
     """
-    if a.model != b.model:
-        raise ABError(
-            f"arms A and B serve different models ({a.model} vs {b.model}); an A/B compares "
-            "knobs on one model — use two studies to compare models"
-        )
-    schedule(repeats, order)  # validates repeats and order
+    _check_arms(a, b, repeats, order)
     design = _design(max_repeats, equivalence, confidence, spending, pooled)
     total = design.max_repeats if design else repeats
     name = study or study_name("ab")
@@ -587,7 +546,7 @@ async def run_ab(
     judgement = Judgement(confidence, min_rel_effect, tuple(metrics))
     tags = _tags(design, order if len(slots) < 2 else "parallel-swap", total, judgement)
     runner.begin(name, "ab", 2 * total, waves=len(waves))
-    make = _ArmTrials(a, b, workload, name, objective, tags)
+    make = _ArmTrials(a, b, workload, name, objective, tags, profile)
     monitor = SequentialMonitor(design) if design else None
     done = await _run_waves(waves, make, slots, runner, monitor, objective, on_trial)
     return build_report(

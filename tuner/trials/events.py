@@ -21,8 +21,8 @@ if TYPE_CHECKING:
     from tuner.rules.types import Finding
     from tuner.trials.model import Trial
 
-Stage = Literal["starting", "ready", "warmup", "measuring", "stopping"]
-STAGES: tuple[str, ...] = ("starting", "ready", "warmup", "measuring", "stopping")
+Stage = Literal["starting", "ready", "warmup", "measuring", "profiling", "stopping"]
+STAGES: tuple[str, ...] = ("starting", "ready", "warmup", "measuring", "profiling", "stopping")
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,8 @@ class TrialStage:
     Attributes:
         trial_id: The trial.
         stage: starting (engine launching), ready (healthy), warmup (warm-up
-            requests in flight), measuring (counted requests), stopping
+            requests in flight), measuring (counted requests), profiling (a
+            profiled window after the measured run, issue 29), stopping
             (engine teardown).
         detail: A short human note (e.g. the URL once ready, the GPU slot).
     """

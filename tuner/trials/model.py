@@ -153,6 +153,10 @@ class Trial:
             (``tuner.engine.aiter_shapes.UntunedShapes`` in ``to_dict`` form), read
             from its log when the measured run ended; None before schema 7 or
             without an engine log.
+        profile: A torch-profiler window on its engine after the measured run and
+            the guard (``tuner.profiles.capture``; issue 29): the trace's path, the
+            window's load and times, and its summary by kernel family — or the
+            reason it could not be taken; None when none was asked (schema 8).
     """
 
     config: EngineConfig
@@ -191,6 +195,7 @@ class Trial:
     guard: dict[str, Any] | None = None
     environment: dict[str, Any] | None = None
     untuned: dict[str, Any] | None = None
+    profile: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.status, TrialStatus):

@@ -41,6 +41,7 @@ JSON_FIELDS = (
     "guard",
     "environment",
     "untuned",
+    "profile",
 )
 # Scalar fields stored as plain columns (status as its string value).
 SCALAR_FIELDS = (

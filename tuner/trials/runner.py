@@ -27,6 +27,8 @@ from tuner import environment, paths
 from tuner.engine import Engine, EngineSpec, EngineStartError, effective, logscan, proctree
 from tuner.engine.spec import resolve_entry
 from tuner.guard import GuardSettings
+from tuner.profiles import capture
+from tuner.profiles.trace import TraceError
 from tuner.rules import blocking
 from tuner.rules.policy import RULE_ID as POLICY_RULE
 from tuner.trials.context import RunContext, check_trial, mismatch_findings, resolve_context
@@ -122,6 +124,7 @@ async def run_workloads(
     spec, token = await _engine_spec(
         first, python, startup_timeout, extra_env, engine_command, engine_cwd
     )
+    session.profile_dir = _arm_profiler(spec, runnable)
     slot = (extra_env or {}).get("CUDA_VISIBLE_DEVICES")
     _mark_starting(
         runnable, store, str(spec.log_path), token, _gpu_names(sampler, gpu_indices), slot
@@ -174,6 +177,29 @@ async def _engine_spec(
         cwd=Path(engine_cwd) if engine_cwd else None,
     )
     return spec, token
+
+
+def _arm_profiler(spec: EngineSpec, trials: Sequence[Trial]) -> Path | None:
+    """Arms vLLM's profiler on ``spec`` when a trial asks (tuner.profiles.capture); its folder.
+
+    The profiler records nothing until a trial's measured run is over. A vLLM
+    without one is recorded on the trials that asked for a capture, which then
+    run unprofiled.
+    """
+    if not any(capture.wants(t.tags) for t in trials):
+        return None
+    folder = spec.log_path.parent / "profile"
+    try:
+        args, env = capture.launch_options(folder, trials[0].vllm_version)
+    except TraceError as exc:
+        for trial in trials:
+            if capture.wants(trial.tags) == capture.CAPTURE:
+                trial.profile = capture.ProfileRecord(error=str(exc)).to_dict()
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    spec.extra_args = [*spec.extra_args, *args]
+    spec.extra_env = {**spec.extra_env, **env}
+    return folder
 
 
 async def _serve(

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuner.bench.own_loop import on_loop, run_in_own_loop
@@ -25,6 +26,7 @@ from tuner.engine.effective import start_lines
 from tuner.engine.events import EngineBackendChosen, EngineLog, EngineStarting
 from tuner.errors import RunFailedError
 from tuner.guard import GuardSettings, run_probes
+from tuner.profiles import capture
 from tuner.telemetry.sampler import WindowSummary
 from tuner.trials.events import (
     TrialBackend,
@@ -88,6 +90,8 @@ class EngineSession:
         # The benchmark client in a process of its own (tuner.bench.own_process), else
         # on an event loop of its own in a thread (tuner.bench.own_loop).
         self.client_process = False
+        # Where the armed profiler writes (tuner.profiles.capture); None: not armed.
+        self.profile_dir: Path | None = None
 
     # -- events ------------------------------------------------------------------
     def emit(self, event: TrialEvent) -> None:
@@ -143,6 +147,7 @@ class EngineSession:
         if self.sampler is not None:
             marks["t0"] = self.sampler.now()
         bench = await self._bench_under_watch(trial, model, marks)
+        marks["ended_wall"] = time.time()
         try:
             result = bench.result()
         except Exception as exc:
@@ -256,6 +261,7 @@ class EngineSession:
             return
         if self.guard is not None:
             await self.run_guard(trial, model, self.guard)
+        await self.run_profile(trial, model, marks.get("ended_wall"))
         trial.untuned = await asyncio.to_thread(untuned_of_log, trial)
         self.store.save_result(trial, data, server=server, telemetry=telemetry)
         self.emit(TrialDone(trial))
@@ -281,6 +287,31 @@ class EngineSession:
         run.thresholds = settings.thresholds
         trial.guard = run.to_dict()
         trial.timings["guard_s"] = run.seconds
+
+    # -- a profile after the measured run (issue 29) ---------------------------------
+    async def run_profile(self, trial: Trial, model: str, measured_ended_at: float | None) -> None:
+        """A profiled window on this engine into ``trial.profile``, when the trial asks for one.
+
+        After the measured run and the guard, never during them; its failure
+        never fails the trial (the record says why).
+        """
+        if capture.wants(trial.tags) != capture.CAPTURE or trial.profile is not None:
+            return
+        if self.profile_dir is None or self.engine is None or self.engine.url is None:
+            trial.profile = capture.ProfileRecord(error="the profiler was not armed").to_dict()
+            return
+        self.emit(TrialStage(trial.id, "profiling"))
+        t0 = time.monotonic()
+        record = await capture.capture(
+            self.engine.url,
+            model,
+            trial.workload,
+            self.profile_dir,
+            trial.platform,
+            measured_ended_at,
+        )
+        trial.profile = record.to_dict()
+        trial.timings["profile_s"] = time.monotonic() - t0
 
     async def telemetry(self, t0: float | None, tokens: Any) -> dict[str, Any] | None:
         """The GPU window over the measured run, restricted to this engine's GPUs.

@@ -395,6 +395,30 @@ UNTUNED = obj(
         "lines": _COUNT,
     }
 )
+# tuner.profiles.capture.ProfileRecord.to_dict (issue 29); ``summary`` is a
+# tuner.profiles.trace.TraceProfile.to_dict.
+PROFILE = obj(
+    {
+        "trace": _TEXT,
+        "error": _TEXT,
+        "requests": _COUNT,
+        "concurrency": _COUNT,
+        "started_at": num(finite=True),
+        "ended_at": num(finite=True),
+        "measured_ended_at": num(finite=True),
+        "summary": obj(
+            {
+                "platform": text(null=False),
+                "window_s": num(null=False, finite=True, most=MAX_MEASURED),
+                "steps": _COUNT,
+                "tokens": _COUNT,
+                "family_s": map_of(num(null=False, finite=True, most=MAX_MEASURED)),
+                "top": map_of(list_of(tuple_of(text(null=False), num(null=False, finite=True)))),
+            },
+            required=("platform", "window_s", "steps", "tokens", "family_s"),
+        ),
+    }
+)
 _FINGERPRINT_TEXT = (
     "vllm_version",
     "vllm_commit",
@@ -452,6 +476,7 @@ TAGS = obj(
             required=("max_repeats", "alpha", "spending"),
         ),
         "pruned": map_of(anything, null=True),
+        "profile": _TEXT,  # tuner.profiles.capture: "capture" or "armed"
     },
     null=False,
 )
@@ -530,6 +555,7 @@ TRIAL_FIELDS: dict[str, Check] = {
     "guard": map_of(anything, null=True),
     "environment": ENVIRONMENT,
     "untuned": UNTUNED,
+    "profile": PROFILE,
 }
 
 
