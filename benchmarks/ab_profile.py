@@ -50,7 +50,7 @@ def _order(round_no: int) -> list[tuple[str, bool]]:
 async def run(rounds: int) -> list[Any]:
     from tuner.bench.workload import Workload
     from tuner.cpu_demo import demo_config
-    from tuner.profiles.capture import CAPTURE, PROFILE_TAG
+    from tuner.profiles.record import CAPTURE, PROFILE_TAG
     from tuner.studies.executor import TrialRunner
     from tuner.trials.model import Trial
     from tuner.trials.store import TrialStore

@@ -21,7 +21,8 @@ from tests.support.study_cli import double_command
 from tuner.bench.workload import Workload
 from tuner.config import EngineConfig
 from tuner.profiles import capture
-from tuner.profiles.capture import ProfileRecord, launch_options, window_workload
+from tuner.profiles.capture import launch_options, window_workload
+from tuner.profiles.record import ProfileRecord
 from tuner.profiles.trace import TraceError, profile_of
 from tuner.rules import Target
 from tuner.studies.ab import build_report, run_ab

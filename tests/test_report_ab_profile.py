@@ -24,8 +24,8 @@ import pytest
 
 from tuner.bench.workload import Workload
 from tuner.config import EngineConfig
-from tuner.profiles.capture import ProfileRecord
 from tuner.profiles.families import LABELS
+from tuner.profiles.record import ProfileRecord
 from tuner.profiles.trace import profile_of
 from tuner.report import write_report
 from tuner.report.data import largest_ops, shown_families

@@ -25,7 +25,7 @@ import pytest
 
 from tuner.bench.workload import Workload
 from tuner.config import EngineConfig
-from tuner.profiles.capture import ProfileRecord
+from tuner.profiles.record import ProfileRecord
 from tuner.studies.ab import ABReport, run_ab
 from tuner.studies.executor import TrialRunner
 from tuner.studies.sequential import Decision, Spending

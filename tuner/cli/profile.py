@@ -19,12 +19,11 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
+from tuner.cli.explain_table import explanation_table
 from tuner.cli.safe_text import clean
 from tuner.errors import with_fix
 from tuner.profiles.explain import Explanation, explain
-from tuner.profiles.families import LABELS
 from tuner.profiles.trace import TraceError, profile_of
 
 
@@ -72,27 +71,6 @@ def profile_command(
         typer.echo(json.dumps({"a": a.to_dict(), "b": b.to_dict(), "explanation": found.to_dict()}))
         return
     _print(found, a.steps, b.steps, a.tokens, b.tokens)
-
-
-def explanation_table(found: Explanation) -> Table:
-    """Each family's ms per output token (per step) in A and B and B − A, unexplained last;
-    ``tunelab profile`` and ``tunelab ab --profile`` print the same table."""
-    table = Table(title="ms per output token (per step), by kernel family", title_justify="left")
-    for column in ("family", "A", "B", "B − A"):
-        table.add_column(column, justify="left" if column == "family" else "right")
-    for r in found.rows:
-        if not (r.a_ms or r.b_ms):
-            continue
-        table.add_row(
-            LABELS[r.family],
-            f"{r.a_ms:.3f} ({r.a_step_ms:.2f})",
-            f"{r.b_ms:.3f} ({r.b_step_ms:.2f})",
-            f"{r.delta_ms:+.3f}",
-        )
-    table.add_row(
-        "unexplained (other ops incl.)", "", "", f"{found.unexplained_ms:+.3f}", style="dim"
-    )
-    return table
 
 
 def _print(found: Explanation, a_steps: int, b_steps: int, a_tokens: int, b_tokens: int) -> None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
-from tuner.cli.profile import explanation_table
+from tuner.cli.explain_table import explanation_table
 from tuner.cli.safe_text import markup
 from tuner.cli.trial_progress import TrialProgressDisplay, clock
 from tuner.lab.reports import Verdict, format_relative, is_pruned

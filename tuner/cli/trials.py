@@ -28,7 +28,7 @@ from tuner.cli.safe_text import clean, markup
 from tuner.cli.study_output import jsonable
 from tuner.engine import effective
 from tuner.lab.study import Study
-from tuner.profiles.capture import ProfileRecord
+from tuner.profiles.record import ProfileRecord
 from tuner.trials.export import to_csv, to_json
 from tuner.trials.guard_check import guard_of, trial_verdict
 from tuner.trials.model import Trial, TrialStatus, metric

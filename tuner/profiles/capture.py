@@ -19,22 +19,16 @@ import asyncio
 import json
 import re
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from tuner.bench.control import ControlClient, ControlError
 from tuner.bench.own_loop import run_in_own_loop
 from tuner.bench.runner import run_benchmark
 from tuner.bench.workload import Workload
-from tuner.profiles.trace import TraceError, TraceProfile, profile_of
+from tuner.profiles.record import ProfileRecord
+from tuner.profiles.trace import TraceError, profile_of
 
-# A trial's tag: "capture" profiles it after its measured run; "armed" launches its
-# engine with the profiler armed but takes no trace (the other repeats of a profiled
-# A/B, so every launch of an arm has the same command line).
-PROFILE_TAG = "profile"
-CAPTURE = "capture"
-ARMED = "armed"
 # The window: one wave at the workload's concurrency, at most this many requests
 # (a trace grows with every op of every step; 64 requests keep it to megabytes).
 MAX_WINDOW_REQUESTS = 64
@@ -46,12 +40,6 @@ PLATFORMS = ("cpu", "rocm", "cuda")
 # (vllm#7451) and were removed in 0.16 (vllm#33536).
 FLAG_SINCE = (0, 13)
 ENV_SINCE = (0, 6)
-
-
-def wants(tags: dict[str, Any] | None) -> str | None:
-    """``capture``, ``armed`` or None: what a trial's tags ask of the profiler."""
-    value = (tags or {}).get(PROFILE_TAG)
-    return value if value in (CAPTURE, ARMED) else None
 
 
 def _version(text: str | None) -> tuple[int, int] | None:
@@ -91,59 +79,6 @@ def window_workload(workload: Workload) -> Workload:
     wave = workload.concurrency or MAX_WINDOW_REQUESTS
     n = max(1, min(workload.num_prompts, wave, MAX_WINDOW_REQUESTS))
     return replace(workload, num_prompts=n, warmup_requests=0, duration_s=None, slo={})
-
-
-@dataclass(frozen=True)
-class ProfileRecord:
-    """What a trial keeps of its profile (``Trial.profile`` in ``to_dict`` form).
-
-    Attributes:
-        trace: The worker trace read (rank 0), for ``tunelab profile`` and Perfetto.
-        error: Why there is no profile (the trial itself is unaffected).
-        requests: Requests in the profiled window.
-        concurrency: Its concurrency (None: unbounded, as the workload).
-        started_at: Wall time of ``/start_profile``.
-        ended_at: Wall time ``/stop_profile`` returned.
-        measured_ended_at: Wall time the trial's measured run ended (the window
-            starts after it, and after the guard).
-        summary: The trace by kernel family.
-    """
-
-    trace: str | None = None
-    error: str | None = None
-    requests: int | None = None
-    concurrency: int | None = None
-    started_at: float | None = None
-    ended_at: float | None = None
-    measured_ended_at: float | None = None
-    summary: TraceProfile | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            k: v for k, v in self.__dict__.items() if k != "summary" and v is not None
-        }
-        if self.summary is not None:
-            out["summary"] = self.summary.to_dict()
-        return out
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> ProfileRecord | None:
-        if not data:
-            return None
-        fields = {k: data.get(k) for k in cls.__dataclass_fields__ if k != "summary"}
-        raw = data.get("summary")
-        return cls(**fields, summary=TraceProfile.from_dict(raw) if raw else None)
-
-    def describe(self) -> str:
-        """One line for ``show`` and the Run panel."""
-        if self.error or self.summary is None:
-            return f"profile: none ({self.error or 'no trace'})"
-        s = self.summary
-        per_token = f"{s.ms_per_token:.3f} ms per output token" if s.ms_per_token else "no tokens"
-        return (
-            f"profile: {self.requests} requests after the measured run, {s.steps} engine steps, "
-            f"{per_token}; trace {self.trace}"
-        )
 
 
 def _traces(folder: Path) -> dict[Path, int]:

@@ -27,8 +27,8 @@ from tuner.engine.effective import of_trial
 from tuner.export.script import render_script
 from tuner.lab.study import Baseline, KnobChange, Study, knob_changes, value_text
 from tuner.policy import Consent, violations
-from tuner.profiles.capture import ProfileRecord
 from tuner.profiles.explain import Explanation, FamilyDelta
+from tuner.profiles.record import ProfileRecord
 from tuner.studies.ab import ABReport, build_report
 from tuner.studies.capacity_steps import CapacityStep, ProbeView, configs_only, probe_view
 from tuner.studies.common import value_of

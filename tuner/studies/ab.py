@@ -30,7 +30,7 @@ from tuner.engine.aiter_shapes import arms_note
 from tuner.engine.effective import arms_differences
 from tuner.environment import arm_notes
 from tuner.errors import TunelabError
-from tuner.profiles.capture import ARMED, CAPTURE, PROFILE_TAG
+from tuner.profiles.record import ARMED, CAPTURE, PROFILE_TAG
 from tuner.studies.ab_explain import ArmsExplanation, arms_explanation
 from tuner.studies.ab_judgement import TAG as JUDGEMENT_TAG
 from tuner.studies.ab_judgement import Judgement, applied_judgement

@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tuner.profiles.capture import ProfileRecord
 from tuner.profiles.explain import Explanation, explain
+from tuner.profiles.record import ProfileRecord
 from tuner.studies.common import value_of
 from tuner.trials.model import Trial
 

@@ -27,7 +27,7 @@ from tuner import environment, paths
 from tuner.engine import Engine, EngineSpec, EngineStartError, effective, logscan, proctree
 from tuner.engine.spec import resolve_entry
 from tuner.guard import GuardSettings
-from tuner.profiles import capture
+from tuner.profiles import capture, record
 from tuner.profiles.trace import TraceError
 from tuner.rules import blocking
 from tuner.rules.policy import RULE_ID as POLICY_RULE
@@ -186,15 +186,15 @@ def _arm_profiler(spec: EngineSpec, trials: Sequence[Trial]) -> Path | None:
     without one is recorded on the trials that asked for a capture, which then
     run unprofiled.
     """
-    if not any(capture.wants(t.tags) for t in trials):
+    if not any(record.wants(t.tags) for t in trials):
         return None
     folder = spec.log_path.parent / "profile"
     try:
         args, env = capture.launch_options(folder, trials[0].vllm_version)
     except TraceError as exc:
         for trial in trials:
-            if capture.wants(trial.tags) == capture.CAPTURE:
-                trial.profile = capture.ProfileRecord(error=str(exc)).to_dict()
+            if record.wants(trial.tags) == record.CAPTURE:
+                trial.profile = record.ProfileRecord(error=str(exc)).to_dict()
         return None
     folder.mkdir(parents=True, exist_ok=True)
     spec.extra_args = [*spec.extra_args, *args]

@@ -26,7 +26,7 @@ from tuner.engine.effective import start_lines
 from tuner.engine.events import EngineBackendChosen, EngineLog, EngineStarting
 from tuner.errors import RunFailedError
 from tuner.guard import GuardSettings, run_probes
-from tuner.profiles import capture
+from tuner.profiles import capture, record
 from tuner.telemetry.sampler import WindowSummary
 from tuner.trials.events import (
     TrialBackend,
@@ -295,14 +295,14 @@ class EngineSession:
         After the measured run and the guard, never during them; its failure
         never fails the trial (the record says why).
         """
-        if capture.wants(trial.tags) != capture.CAPTURE or trial.profile is not None:
+        if record.wants(trial.tags) != record.CAPTURE or trial.profile is not None:
             return
         if self.profile_dir is None or self.engine is None or self.engine.url is None:
-            trial.profile = capture.ProfileRecord(error="the profiler was not armed").to_dict()
+            trial.profile = record.ProfileRecord(error="the profiler was not armed").to_dict()
             return
         self.emit(TrialStage(trial.id, "profiling"))
         t0 = time.monotonic()
-        record = await capture.capture(
+        taken = await capture.capture(
             self.engine.url,
             model,
             trial.workload,
@@ -310,7 +310,7 @@ class EngineSession:
             trial.platform,
             measured_ended_at,
         )
-        trial.profile = record.to_dict()
+        trial.profile = taken.to_dict()
         trial.timings["profile_s"] = time.monotonic() - t0
 
     async def telemetry(self, t0: float | None, tokens: Any) -> dict[str, Any] | None:
