@@ -292,6 +292,9 @@ class TunelabApp(WorkerErrors, KeyActions, App[None]):
     def action_ab(self) -> None:
         self.jobs.submit_ab()
 
+    def action_ab_profile(self) -> None:
+        self.jobs.submit_ab(profile=True)
+
     def action_sweep(self) -> None:
         # Deferred to first use: the first paint composes the main screen only.
         from tui.screens.sweep import SweepDialog, suggest

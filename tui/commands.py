@@ -48,6 +48,14 @@ ACTIONS: tuple[ActionSpec, ...] = (
         "A/B the current config against the baseline, with repeats, and give a verdict",
     ),
     ActionSpec(
+        "P",
+        "ab_profile",
+        "A/B+profile",
+        "A/B as `a` does, each arm's first launch profiled after its measured run: the compare "
+        "view then says why B is faster, by kernel family",
+        show=False,
+    ),
+    ActionSpec(
         "w",
         "sweep",
         "Sweep",

@@ -157,8 +157,12 @@ class Jobs:
 
         return self._enqueue(JobKind.RUN, f"trial {trial.short_id}", make)
 
-    def submit_ab(self) -> Job | None:
-        """Queue an A/B: the baseline trial's config (A) against the current config (B)."""
+    def submit_ab(self, profile: bool = False) -> Job | None:
+        """Queue an A/B: the baseline trial's config (A) against the current config (B).
+
+        ``profile``: each arm's first launch is profiled after its measured run, and
+        the A/B says why B is faster by kernel family (issue 29).
+        """
         if not self._ready():
             return None
         # Deferred: the engine and study stacks load when a job starts, not at first paint.
@@ -181,11 +185,13 @@ class Jobs:
                 self._runner(emit),
                 study=session.study,
                 on_trial=self._record,
+                profile=profile,
             )
             study.remember_ab(report)
             return report
 
         title = f"A/B vs {baseline.trial.short_id} ×{lab_run.AB_REPEATS}"
+        title += ", profiled" if profile else ""
         plan = ab_plan(lab_run.AB_REPEATS)
         if not self.detaches:
             return self._enqueue(JobKind.AB, title, in_process, plan)
@@ -200,6 +206,7 @@ class Jobs:
             workload=workload,
             repeats=lab_run.AB_REPEATS,
             startup_timeout=services.startup_timeout,
+            profile=profile,
         )
 
         async def detached_ab(emit: Emit) -> JobResult:

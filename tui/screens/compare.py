@@ -32,8 +32,10 @@ from tuner.foreign_text import clean
 from tuner.lab.reports import MetricComparison as MetricRow
 from tuner.lab.reports import Verdict, format_relative
 from tuner.lab.study import Comparison, ComparisonSource, Study
+from tuner.profiles.families import LABELS
 
 if TYPE_CHECKING:
+    from tuner.studies.ab_explain import ArmsExplanation
     from tuner.trials.guard_check import ArmsGuard
 
 VERDICT_STYLE = {
@@ -110,6 +112,20 @@ def metric_cells(row: MetricRow) -> tuple[Text, Text, Text, Text]:
     )
 
 
+def explanation_text(found: ArmsExplanation) -> Text:
+    """Why B is faster (a profiled A/B, issue 29): the core's sentence, then each family's
+    B − A in ms per output token on one wrapped line (80 columns hold it in 2-3 rows)."""
+    out = Text("why: ", style="bold")
+    out.append(f"{clean(found.summary())}\n")
+    ex = found.explanation
+    if ex is None:
+        return out
+    parts = [f"{LABELS[r.family]} {r.delta_ms:+.3f}" for r in ex.rows if r.a_ms or r.b_ms]
+    parts.append(f"unexplained {ex.unexplained_ms:+.3f}")
+    out.append("  by family, B − A ms per output token: " + " · ".join(parts) + "\n", style="dim")
+    return out
+
+
 class CompareScreen(Screen[None]):
     """The baseline (A) against a trial (B)."""
 
@@ -176,6 +192,8 @@ class CompareScreen(Screen[None]):
         for extra in report.notes:
             if not any(extra.endswith(w) for w in one_piece.values()):
                 note.append(f"· {extra}\n", style="dim")
+        if report.explanation is not None:
+            note.append_text(explanation_text(report.explanation))
         note.append(
             f"{source}: {found.provenance()}. A winner is named only when "
             "the whole interval is on one side of 0%. Esc: back"

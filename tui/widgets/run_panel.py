@@ -35,6 +35,18 @@ from tuner.foreign_text import clean
 from tuner.trials import events as ev
 
 STAGES = ("starting", "ready", "warm-up", "measuring", "done")
+# A profiled trial's window after its measured run (issue 29): drawn after "measuring"
+# only when it happens, so the chain of an unprofiled trial keeps its width at 80 columns.
+PROFILING = "profiling"
+
+
+def _index(stage: str, default: int) -> int:
+    """Where ``stage`` stands in the chain; the profiling window comes after measuring."""
+    if stage == PROFILING:
+        return STAGES.index("measuring") + 1
+    return STAGES.index(stage) if stage in STAGES else default
+
+
 EVENT_LINES = 200
 ENGINE_LINES = 20_000
 
@@ -97,7 +109,7 @@ def stage_line(
     stages already passed give way (`… → warm-up → measuring`), so the current
     stage is never the part cut off (at 80×24 it was).
     """
-    current = min(STAGES.index(stage), len(STAGES) - 2) if stage in STAGES else 0
+    current = min(_index(stage, 0), len(STAGES) - 2)
     line = _stages(stage, backend, detail, mismatch, 0)
     for first in (current - 1, current):  # the stage before the current one, then none
         if width is None or line.cell_len - len(detail) <= width or first < 1:
@@ -114,7 +126,7 @@ def _stages(stage: str, backend: str | None, detail: str, mismatch: str | None, 
         if detail:
             out.append(f": {detail}")
         return out
-    current = STAGES.index(stage) if stage in STAGES else -1
+    current = _index(stage, -1)
     if first:
         out.append("… → ", style="dim")
     for i, name in enumerate(STAGES[:-1]):
@@ -130,6 +142,9 @@ def _stages(stage: str, backend: str | None, detail: str, mismatch: str | None, 
             out.append(")", style=style)
         else:
             out.append(name, style=style)
+    if stage == PROFILING:
+        out.append(" → ", style="dim")
+        out.append(PROFILING, style="bold reverse")
     if stage == "done":
         out.append("  ✔ done", style="bold green")
     if detail:

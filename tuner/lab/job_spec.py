@@ -49,6 +49,8 @@ class ABJobSpec:
         workload: The workload both arms run.
         repeats: Launches per arm.
         startup_timeout: Seconds an engine may take to become healthy.
+        profile: Profile each arm's first launch after its measured run (issue 29);
+            a spec without the key (an older tunelab's) reads as False.
     """
 
     study: str
@@ -58,12 +60,15 @@ class ABJobSpec:
     workload: Workload
     repeats: int
     startup_timeout: float
+    profile: bool = False
 
     kind = "ab"
 
     def plan(self) -> ABPlan:
         """The A/B the TUI asked for, as :func:`tuner.lab.run.ab` would have run it in-process."""
-        return ABPlan(self.a, self.b, self.workload, self.study, repeats=self.repeats)
+        return ABPlan(
+            self.a, self.b, self.workload, self.study, repeats=self.repeats, profile=self.profile
+        )
 
     def meta(self) -> dict[str, str]:
         """What the service keeps beside the job so a later TUI finds it (tui.detached)."""
@@ -97,6 +102,7 @@ class ABJobSpec:
             "workload": self.workload.to_dict(),
             "repeats": self.repeats,
             "startup_timeout": self.startup_timeout,
+            "profile": self.profile,
         }
 
     @classmethod
@@ -121,6 +127,9 @@ class ABJobSpec:
             raise JobSpecError("the job spec's study must be a non-empty name", fix=_FIX)
         if store is not None and not isinstance(store, str):
             raise JobSpecError("the job spec's store_path must be a path or null", fix=_FIX)
+        profile = data.get("profile", False)
+        if not isinstance(profile, bool):
+            raise JobSpecError("the job spec's profile must be true or false", fix=_FIX)
         return cls(
             study=study,
             store_path=store,
@@ -131,6 +140,7 @@ class ABJobSpec:
             startup_timeout=check_seconds(
                 "startup_timeout", data.get("startup_timeout"), 1.0, MAX_STARTUP_TIMEOUT_S
             ),
+            profile=profile,
         )
 
     def write(self, folder: Path) -> Path:

@@ -125,9 +125,13 @@ async def ab(
     study: str,
     repeats: int = AB_REPEATS,
     on_trial: Callable[[Trial], None] | None = None,
+    profile: bool = False,
 ) -> ABReport:
-    """An A/B of ``a`` (baseline) against ``b``, counterbalanced; its report is the verdict."""
-    plan = ABPlan(a, b, workload, study, repeats=repeats)
+    """An A/B of ``a`` (baseline) against ``b``, counterbalanced; its report is the verdict.
+
+    ``profile``: each arm's first launch is profiled after its measured run (issue 29).
+    """
+    plan = ABPlan(a, b, workload, study, repeats=repeats, profile=profile)
     return await execute(plan, trial_runner, Hooks(on_trial=on_trial))
 
 
