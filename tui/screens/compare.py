@@ -14,6 +14,11 @@ output-drift guard's (``Comparison.outputs``: B's outputs against the
 baseline's; issue 16), and, where an arm's responses mostly
 arrived in one piece (:func:`tuner.bench.metrics.delivery_warning`), its
 TPOT/ITL rows say so instead of showing 0 and -100 % (issue 13 B9).
+
+After a profiled A/B (``P``; issue 29) the note ends with the core's sentence on
+why B is faster (``ArmsExplanation.summary``: or why it cannot say) and a table
+under it gives each kernel family's ms per output token in A and B and B − A,
+as ``tunelab ab --profile`` prints them: the core's figures, only formatted.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from tuner.lab.study import Comparison, ComparisonSource, Study
 from tuner.profiles.families import LABELS
 
 if TYPE_CHECKING:
+    from tuner.profiles.explain import Explanation
     from tuner.studies.ab_explain import ArmsExplanation
     from tuner.trials.guard_check import ArmsGuard
 
@@ -112,18 +118,35 @@ def metric_cells(row: MetricRow) -> tuple[Text, Text, Text, Text]:
     )
 
 
-def explanation_text(found: ArmsExplanation) -> Text:
-    """Why B is faster (a profiled A/B, issue 29): the core's sentence, then each family's
-    B − A in ms per output token on one wrapped line (80 columns hold it in 2-3 rows)."""
-    out = Text("why: ", style="bold")
-    out.append(f"{clean(found.summary())}\n")
-    ex = found.explanation
-    if ex is None:
-        return out
-    parts = [f"{LABELS[r.family]} {r.delta_ms:+.3f}" for r in ex.rows if r.a_ms or r.b_ms]
-    parts.append(f"unexplained {ex.unexplained_ms:+.3f}")
-    out.append("  by family, B − A ms per output token: " + " · ".join(parts) + "\n", style="dim")
+UNEXPLAINED = "unexplained (other ops incl.)"
+WHY_COLUMNS = ("family · ms per output token", "A", "B", "B − A")
+
+
+def why_text(found: ArmsExplanation) -> Text:
+    """The core's sentence on why B is faster (a profiled A/B, issue 29), or why it cannot
+    say (an arm's profile failed): the note's last line, right above the family table."""
+    out = Text("\nwhy: ", style="bold")
+    out.append(clean(found.summary()))
     return out
+
+
+def family_rows(found: Explanation) -> list[tuple[Text, Text, Text, Text]]:
+    """The family table's rows, as ``tunelab ab --profile`` prints them: each family's ms per
+    output token in A and B and B − A in the core's order (largest change first; families
+    neither arm spent time in left out), then what the named families leave unexplained."""
+    rows = [
+        (
+            Text(LABELS[r.family]),
+            Text(f"{r.a_ms:.3f}", justify="right"),
+            Text(f"{r.b_ms:.3f}", justify="right"),
+            Text(f"{r.delta_ms:+.3f}", "green" if r.delta_ms < 0 else "red", justify="right"),
+        )
+        for r in found.rows
+        if r.a_ms or r.b_ms
+    ]
+    rest = Text(f"{found.unexplained_ms:+.3f}", style="dim", justify="right")
+    rows.append((Text(UNEXPLAINED, style="dim"), Text(""), Text(""), rest))
+    return rows
 
 
 class CompareScreen(Screen[None]):
@@ -145,19 +168,21 @@ class CompareScreen(Screen[None]):
         yield Static("", id="compare-title")
         yield DataTable(id="compare-table", cursor_type="row", zebra_stripes=True)
         yield Static("", id="compare-note")
+        # A profiled A/B's why, by kernel family (issue 29); shown only when there is one.
+        yield DataTable(id="compare-why", cursor_type="row", zebra_stripes=True)
         yield TunelabFooter(compact=True)
 
     def on_mount(self) -> None:
         baseline = self.study.baseline()
         pick = self.study.pick_other(baseline.trial, self.b_id) if baseline else None
         title = self.query_one("#compare-title", Static)
+        self.query_one("#compare-why", DataTable).display = False
         if baseline is None or pick is None:
             title.update(
                 "Compare needs a baseline and another finished config: run, change a knob, run (or A/B)."
             )
             return
         self.comparison = found = self.study.compare(baseline.trial, pick)
-        report = found.report
         heading = Text.assemble(
             ("A ", "bold"),
             f"{baseline.trial.short_id} ({baseline.how} baseline)   ",
@@ -168,10 +193,18 @@ class CompareScreen(Screen[None]):
         if self.pick_reason:
             heading.append(f"\n⚠ {self.pick_reason}", style="yellow")
         title.update(heading)
-        table = self.query_one(DataTable)
+        self._metrics(found)
+        self.guard = found.outputs
+        self.query_one("#compare-note", Static).update(self._note(found))
+        explained = found.report.explanation
+        if explained is not None and explained.explanation is not None:
+            self._families(explained.explanation)
+
+    def _metrics(self, found: Comparison) -> None:
+        """One row per metric: the 80-column layout joins the verdict to the change."""
+        report, table = found.report, self.query_one("#compare-table", DataTable)
         # The level the A/B was judged at (its stored judgement), not a fixed 95%.
         interval = f"B vs A [{report.confidence:.0%} CI]"
-        one_piece = one_piece_arms(found)
         if self.app.size.width < NARROW:
             table.add_columns("metric", "A mean", "B mean", f"{interval} · verdict")
             for row in report.rows:
@@ -180,8 +213,11 @@ class CompareScreen(Screen[None]):
             table.add_columns("metric", "A", "B", interval, "verdict")
             for row in report.rows:
                 table.add_row(row.metric, *metric_cells(row), key=row.metric)
+
+    def _note(self, found: Comparison) -> Text:
+        """The verdict, the guard's, the report's notes, which trials, and a profiled A/B's why."""
+        report, guard, one_piece = found.report, found.outputs, one_piece_arms(found)
         source = "A/B" if found.source is ComparisonSource.AB else "POOLED"
-        self.guard = guard = found.outputs
         note = Text(f"{clean(report.summary())}\n")
         if guard is not None:
             note.append(f"{guard.summary()}\n", style=GUARD_STYLE.get(str(guard.verdict), ""))
@@ -192,10 +228,18 @@ class CompareScreen(Screen[None]):
         for extra in report.notes:
             if not any(extra.endswith(w) for w in one_piece.values()):
                 note.append(f"· {extra}\n", style="dim")
-        if report.explanation is not None:
-            note.append_text(explanation_text(report.explanation))
         note.append(
             f"{source}: {found.provenance()}. A winner is named only when "
             "the whole interval is on one side of 0%. Esc: back"
         )
-        self.query_one("#compare-note", Static).update(note)
+        if report.explanation is not None:
+            note.append_text(why_text(report.explanation))
+        return note
+
+    def _families(self, explanation: Explanation) -> None:
+        """The family table under the why sentence (Tab reaches it; it scrolls at 80×24)."""
+        table = self.query_one("#compare-why", DataTable)
+        table.add_columns(*WHY_COLUMNS)
+        for cells in family_rows(explanation):
+            table.add_row(*cells, key=cells[0].plain)
+        table.display = True

@@ -38,6 +38,8 @@ STAGES = ("starting", "ready", "warm-up", "measuring", "done")
 # A profiled trial's window after its measured run (issue 29): drawn after "measuring"
 # only when it happens, so the chain of an unprofiled trial keeps its width at 80 columns.
 PROFILING = "profiling"
+# Stages whose line counts seconds: no figures move then (the profiler waits for its trace).
+CLOCKED = ("starting", "ready", "warm-up", PROFILING)
 
 
 def _index(stage: str, default: int) -> int:
@@ -445,10 +447,12 @@ class RunPanel(Vertical):
             self.event(f"{stage}: {detail}" if detail else stage, style="bold red", at=at)
         elif stage in ("warm-up", "measuring"):
             self.event(stage, at=at)
+        elif stage == PROFILING:  # a profiled A/B arm's first launch (issue 29)
+            self.event("profiling: one wave after the measured run, outside its figures", at=at)
 
     def _render_stage(self) -> None:
         detail = self._detail
-        if self._started is not None and self._stage in ("starting", "ready", "warm-up"):
+        if self._started is not None and self._stage in CLOCKED:
             waited = clock(time.monotonic() - self._stage_since)
             detail = f"{detail} {waited}".strip()
         mismatch = self._mismatch if self._backend and self._backend != self._mismatch else None
@@ -460,7 +464,7 @@ class RunPanel(Vertical):
         """Once a second while a job runs: elapsed seconds (engine start, job ETA)."""
         if self._started is None:
             return
-        if self._stage in ("starting", "ready", "warm-up"):
+        if self._stage in CLOCKED:
             self._render_stage()
         if len(self._plan) > 1:
             now = time.monotonic()

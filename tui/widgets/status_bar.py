@@ -16,6 +16,7 @@ STATE_STYLES = {
     "ready": "bold cyan",
     "warm-up": "bold cyan",
     "measuring": "bold green",
+    "profiling": "bold magenta",  # a profiled A/B arm, after its measured run (issue 29)
     "stopping": "bold red",
 }
 
