@@ -10,9 +10,11 @@ Beside random tokens and ShareGPT (tuner.bench.prompts):
   like vLLM's ``prefix_repetition`` dataset
   (vllm/benchmarks/datasets.py PrefixRepetitionRandomDataset).
 * ``trace``: one ``{"timestamp": s, "input_len": n, "output_len": m}`` per
-  line; each request gets random tokens of its lengths and is released at
-  its timestamp (relative to the first), replacing the rate/burstiness
-  schedule — "tune for my traffic".
+  line (random tokens of its lengths), or a Mooncake trace (``timestamp`` in
+  ms, ``input_length``, ``output_length``, ``hash_ids``: prompts that share
+  token blocks where the ids say, tuner.bench.trace); each request is
+  released at its timestamp (relative to the first, times --time-scale),
+  replacing the rate/burstiness schedule — "tune for my traffic".
 
 Files are read whole through tuner.bounded (regular files only, at most
 MAX_DATASET_BYTES counted while reading, MAX_RECORDS records) and every bad
@@ -38,12 +40,14 @@ from tuner.bench.prompts import (
     read_dataset,
     sharegpt_texts,
 )
-from tuner.bench.workload import MAX_LEN, MAX_SECONDS, DatasetKind, Workload, WorkloadError
+from tuner.bench.trace import TraceReplay, TraceRow, replay, trace_rows
+from tuner.bench.workload import MAX_LEN, DatasetKind, Workload, WorkloadError
 
 __all__ = [
     "MAX_DATASET_BYTES",
     "MAX_LEN",
     "MAX_RECORDS",
+    "TraceReplay",
     "check_dataset",
     "jsonl_prompts",
     "prefix_prompts",
@@ -155,39 +159,15 @@ def prefix_prompts(
     return out
 
 
-def trace_requests(workload: Workload, pool: TokenPool) -> tuple[list[Prompt], list[float]]:
-    """Prompts and release offsets (s) from a trace: at most num_prompts, in time order."""
-    rows = _trace_rows(str(workload.dataset_path))[: workload.num_prompts]
-    t0 = rows[0][0]
-    if rows[-1][0] - t0 > MAX_SECONDS:
-        raise WorkloadError(
-            f"trace {workload.dataset_path}: the replayed requests span "
-            f"{rows[-1][0] - t0:.3g} s, more than a week ({MAX_SECONDS:g} s)",
-            fix="give timestamps in seconds, or replay fewer requests (--num-prompts)",
-        )
-    rng = random.Random(workload.seed * 1_000_003)
-    ids = pool.ids
-    prompts: list[Prompt] = []
-    for _, n_in, n_out in rows:
-        toks = [ids[rng.randrange(len(ids))] for _ in range(n_in)]
-        if workload.endpoint == "chat" or workload.text_prompts:
-            if pool.decode is None:
-                raise WorkloadError(
-                    "a trace replayed as text needs a tokenizer: pass --tokenizer PATH"
-                )
-            prompts.append(Prompt(pool.decode(toks), -1, n_out))
-        else:
-            prompts.append(Prompt(toks, n_in, n_out))
-    return prompts, [ts - t0 for ts, _, _ in rows]
+def trace_requests(workload: Workload, pool: TokenPool) -> TraceReplay:
+    """A trace's replay (tuner.bench.trace): at most num_prompts requests, in time order.
+
+    Raises:
+        WorkloadError: The file is not a trace, or its replay cannot be sent.
+    """
+    return replay(workload, pool, _trace_rows(str(workload.dataset_path)))
 
 
-def _trace_rows(path: str) -> list[tuple[float, int, int]]:
-    """(timestamp, input_len, output_len) of each trace record, checked, in time order."""
-    rows: list[tuple[float, int, int]] = []
-    for rec in _records(path):
-        ts = rec.get("timestamp")
-        if not (isinstance(ts, int | float) and not isinstance(ts, bool) and abs(ts) < 1e15):
-            raise WorkloadError(f"{path} line {rec['_line']}: timestamp must be seconds")
-        rows.append((float(ts), _length(rec, "input_len", path), _length(rec, "output_len", path)))
-    rows.sort()
-    return rows
+def _trace_rows(path: str) -> list[TraceRow]:
+    """Each trace record, checked (either format), in time order."""
+    return trace_rows(_records(path), path)

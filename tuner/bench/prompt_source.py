@@ -12,7 +12,13 @@ from __future__ import annotations
 
 from tuner.bench.client import BenchClient
 from tuner.bench.control import ControlError
-from tuner.bench.datasets import check_dataset, jsonl_prompts, prefix_prompts, trace_requests
+from tuner.bench.datasets import (
+    TraceReplay,
+    check_dataset,
+    jsonl_prompts,
+    prefix_prompts,
+    trace_requests,
+)
 from tuner.bench.errors import BenchError
 from tuner.bench.prompts import (
     Prompt,
@@ -110,8 +116,8 @@ async def build_prompts(
     tokenizer_path: str | None,
     model: str | None,
     root: str | None,
-) -> tuple[list[Prompt], list[Prompt], str, list[float] | None]:
-    """(prompts, warm-ups, where prompts came from, trace offsets or None) for the dataset.
+) -> tuple[list[Prompt], list[Prompt], str, TraceReplay | None]:
+    """(prompts, warm-ups, where prompts came from, the trace's replay or None) for the dataset.
 
     A dataset file is read and checked first (kept for the prompts built below),
     so a bad file is named before the server is asked for anything.
@@ -127,9 +133,9 @@ async def build_prompts(
         return jsonl_prompts(workload, n), warm, str(workload.dataset_path), None
     pool = await token_pool(client, tokenizer_path, model, root)
     if kind is DatasetKind.TRACE:
-        prompts, offsets = trace_requests(workload, pool)
+        trace = trace_requests(workload, pool)
         warm = random_prompts(workload, pool, n_warm, salt=1)
-        return prompts, warm, f"trace {workload.dataset_path} ({pool.source})", offsets
+        return trace.prompts, warm, f"trace {workload.dataset_path} ({pool.source})", trace
     if kind is DatasetKind.PREFIX:
         warm = prefix_prompts(workload, pool, n_warm, salt=1)
         return prefix_prompts(workload, pool, n), warm, pool.source, None

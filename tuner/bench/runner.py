@@ -74,6 +74,9 @@ class BenchResult:
         prompt_source: Where prompt tokens came from.
         host_noise: CPU other processes and the hypervisor took during the
             measured part (None where the counters could not be read).
+        trace_block_reuse: A trace replay's block-reuse ratio (prompt tokens an
+            earlier request had, tuner.bench.trace.block_reuse), to read
+            beside ``server.prefix_cache_hit_rate``; None for other datasets.
     """
 
     url: str
@@ -85,6 +88,7 @@ class BenchResult:
     started_at: str = ""
     prompt_source: str = ""
     host_noise: HostNoise | None = None
+    trace_block_reuse: float | None = None
 
     def __getitem__(self, key: str) -> Any:
         """A metric by its vLLM key name (the JSON form; in-process code reads the properties)."""
@@ -190,6 +194,8 @@ class BenchResult:
         }
         if self.host_noise is not None:
             extra["host_noise"] = self.host_noise.to_dict()
+        if self.trace_block_reuse is not None:
+            extra["trace_block_reuse"] = self.trace_block_reuse
         return {**head, **body, "tunelab": extra}
 
 
@@ -303,8 +309,8 @@ async def _prepare(
     tokenizer_path: str | None,
     model: str | None,
     guard: RunGuard,
-) -> tuple[list[Prompt], str, list[float]]:
-    """Everything before the clock starts: (counted prompts, their source, arrival offsets).
+) -> tuple[list[Prompt], str, list[float], float | None]:
+    """Before the clock starts: (counted prompts, their source, arrival offsets, trace reuse).
 
     Asks the server for its model when none was given (setting ``client.model``),
     builds the seeded prompts, sets the run's deadline from them (unless one
@@ -319,11 +325,11 @@ async def _prepare(
     )
     offsets: list[float] = []
     if workload.duration_s is None:
-        offsets = trace or arrival_offsets(workload, len(prompts))
+        offsets = trace.offsets if trace else arrival_offsets(workload, len(prompts))
     guard.derive(run_deadline_s(workload, prompts, warm, max(offsets, default=0.0)))
     if warm:
         await _warmup(client, warm, workload.concurrency)
-    return prompts, source, offsets
+    return prompts, source, offsets, trace.block_reuse if trace else None
 
 
 def _refuse_unbounded(workload: Workload) -> None:
@@ -456,6 +462,7 @@ class _Measured:
     started_at: str
     source: str
     host_noise: HostNoise | None
+    trace_block_reuse: float | None
 
 
 async def run_benchmark(
@@ -534,6 +541,7 @@ async def run_benchmark(
         started_at=run.started_at,
         prompt_source=run.source,
         host_noise=run.host_noise,
+        trace_block_reuse=run.trace_block_reuse,
     )
 
 
@@ -548,7 +556,7 @@ async def _run(
     also_own: set[int] | None,
 ) -> _Measured:
     """Prepare, warm up and measure on the open client (run_benchmark's body, under the guard)."""
-    prompts, source, offsets = await _prepare(client, workload, tokenizer_path, model, guard)
+    prompts, source, offsets, reuse = await _prepare(client, workload, tokenizer_path, model, guard)
     live = LiveCounters()
     total = None if workload.duration_s is not None else len(prompts)
     dispatch = _Dispatch(
@@ -570,4 +578,4 @@ async def _run(
     host_noise = meter.stop()
     await dispatch.reporter.stop()
     server = await watcher.stop()
-    return _Measured(records, duration, server, started_at, source, host_noise)
+    return _Measured(records, duration, server, started_at, source, host_noise, reuse)

@@ -42,6 +42,10 @@ MIN_BURSTINESS = 0.001  # gamma shape; smaller draws gaps of 0 or of days
 MAX_BURSTINESS = 1000.0  # gamma shape; larger is a metronome already
 MAX_SECONDS = 7 * 24 * 3600.0  # duration and timeouts: a week (the event loop needs finite ones)
 MAX_SEED = 2**63 - 1  # seeds are stored and compared as 64-bit integers
+# A trace's gaps times this (issue 30): 1000x faster to 1000x slower covers "replay a
+# day in minutes" and "slow a burst down"; beyond, the gaps are all 0 or all days.
+MIN_TIME_SCALE = 0.001
+MAX_TIME_SCALE = 1000.0
 
 _COUNTS: tuple[tuple[str, int, int, str], ...] = (
     # field, least, most, unit for messages
@@ -107,11 +111,14 @@ class Workload:
             (ShareGPT JSON, or JSONL for the "jsonl" and "trace" kinds).
         dataset_kind: "" (ShareGPT when dataset_path is set, else random),
             "jsonl" (``{"prompt": ..., "output_len": ...}`` per line), "trace"
-            (``{"timestamp": s, "input_len": n, "output_len": m}`` per line,
-            replayed at its arrival times) or "prefix" (random prompts sharing
+            (``{"timestamp": s, "input_len": n, "output_len": m}`` per line, or
+            a Mooncake trace with ``hash_ids``, replayed at its arrival times:
+            tuner.bench.trace) or "prefix" (random prompts sharing
             prefix_groups prefixes of prefix_len tokens, for prefix caching).
         prefix_groups: Distinct shared prefixes for the "prefix" kind.
         prefix_len: Tokens of each shared prefix (before input_len more).
+        time_scale: The "trace" kind's inter-arrival gaps are multiplied by
+            this (0.5 replays twice as fast); 1 for every other kind.
         endpoint: `completions` (/v1/completions) or `chat`.
         text_prompts: Send random prompts as text decoded from their ids, so
             the server tokenises them as it would a real client's (and as
@@ -136,6 +143,7 @@ class Workload:
     dataset_kind: DatasetKind | str = DatasetKind.AUTO
     prefix_groups: int = 0
     prefix_len: int = 0
+    time_scale: float = 1.0
     endpoint: Endpoint = "completions"
     text_prompts: bool = False
     slo: dict[str, float] = field(default_factory=dict)
@@ -192,6 +200,7 @@ class Workload:
                 f"lower is burstier), got {burst!r}",
                 fix="give 1.0 for Poisson arrivals, e.g. 0.5 for bursts or 4 for regular ones",
             )
+        _check_time_scale(self.time_scale)
         _check_seconds("duration_s", self.duration_s, optional=True)
         _check_seconds("request_timeout_s", self.request_timeout_s, optional=False)
         _check_seconds("stall_timeout_s", self.stall_timeout_s, optional=True)
@@ -209,6 +218,11 @@ class Workload:
             )
         if self.dataset_kind == DatasetKind.TRACE and self.duration_s is not None:
             raise WorkloadError("a trace sets its own arrival times; drop --duration")
+        if self.time_scale != 1.0 and self.dataset_kind != DatasetKind.TRACE:
+            raise WorkloadError(
+                "time_scale stretches a trace's arrival times; this workload has no trace",
+                fix="use --time-scale with --dataset-kind trace, or drop it",
+            )
         if self.dataset_kind in (DatasetKind.JSONL, DatasetKind.TRACE) and not self.dataset_path:
             raise WorkloadError(f"the {self.dataset_kind} dataset needs --dataset FILE.jsonl")
         needs_prefix = not (self.prefix_groups >= 1 and self.prefix_len >= 1)
@@ -236,8 +250,15 @@ class Workload:
             )
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (inf rate written as the string "inf", as vLLM does)."""
+        """JSON-ready form (inf rate written as the string "inf", as vLLM does).
+
+        ``time_scale`` is left out at its default 1: studies key their trials on
+        this dict (tuner.studies), so a workload stored before the field
+        existed keeps its key, and one that uses it differs.
+        """
         data = asdict(self)
+        if self.time_scale == 1.0:
+            del data["time_scale"]
         data["dataset_kind"] = DatasetKind(self.dataset_kind).value
         if math.isinf(self.request_rate):
             data["request_rate"] = "inf"
@@ -312,6 +333,16 @@ def check_rate(name: str, rate: object) -> None:
         f"or inf for all at once; got {rate!r}",
         fix=fix,
     )
+
+
+def _check_time_scale(scale: object) -> None:
+    """A trace's gap multiplier: a finite number from MIN_TIME_SCALE to MAX_TIME_SCALE."""
+    if not (_is_number(scale) and MIN_TIME_SCALE <= scale <= MAX_TIME_SCALE):  # type: ignore[operator]
+        raise WorkloadError(
+            f"time_scale must be {MIN_TIME_SCALE:g} to {MAX_TIME_SCALE:g} (the trace's gaps "
+            f"times this; 0.5 is twice as fast), got {scale!r}",
+            fix="give e.g. --time-scale 0.5 to replay twice as fast, 2 for half speed",
+        )
 
 
 def _check_seconds(name: str, value: object, *, optional: bool) -> None:

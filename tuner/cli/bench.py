@@ -145,6 +145,7 @@ def bench_command(
     seed: bo.SeedOpt = 0,
     dataset: bo.DatasetOpt = None,
     dataset_kind: bo.DatasetKindOpt = "",
+    time_scale: bo.TimeScaleOpt = 1.0,
     prefix_groups: bo.PrefixGroupsOpt = 0,
     prefix_len: bo.PrefixLenOpt = 0,
     endpoint: bo.EndpointOpt = "completions",
@@ -179,6 +180,7 @@ def bench_command(
             seed=seed,
             dataset_path=str(dataset) if dataset else None,
             dataset_kind=dataset_kind,
+            time_scale=time_scale,
             prefix_groups=prefix_groups,
             prefix_len=prefix_len,
             endpoint=endpoint,  # type: ignore[arg-type]
@@ -340,6 +342,9 @@ def _print_table(result: BenchResult) -> None:
         example = flags.examples.get(kind, "")
         console.print(f"[yellow]flagged: {count} × {shown(kind)}[/] — {shown(example)}")
     console.print(f"[bold]server:[/] {_server_line(result)}")
+    prefix = _prefix_line(result)
+    if prefix:
+        console.print(f"[bold]prefix cache:[/] {prefix}")
     for note in result.server.notes:
         console.print(f"[yellow]server:[/] {shown(note)}")
     warning = result.delivery_warning()
@@ -348,6 +353,20 @@ def _print_table(result: BenchResult) -> None:
     host = result.host_warning()
     if host:
         console.print(f"[yellow]host:[/] {shown(host)}")
+
+
+def _prefix_line(result: BenchResult) -> str | None:
+    """The engine's prefix-cache hit rate beside a replayed trace's block reuse (issue 30).
+
+    Only for a trace replay, where the two are meant to be read together: the
+    trace says how much a perfect prefix cache could reuse, the engine what it did.
+    """
+    reuse = result.trace_block_reuse
+    if reuse is None:
+        return None
+    hit = result.server.prefix_cache_hit_rate
+    engine = "not reported" if hit is None else f"{hit * 100:.0f} %"
+    return f"engine hit rate {engine}, the trace's block reuse {reuse * 100:.0f} %"
 
 
 def _server_line(result: BenchResult) -> str:

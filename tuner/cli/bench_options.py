@@ -56,8 +56,15 @@ DatasetKindOpt = Annotated[
     str,
     typer.Option(
         "--dataset-kind",
-        help="sharegpt (default with --dataset), jsonl, trace (JSONL with arrival times) "
-        "or prefix (shared prefixes).",
+        help="sharegpt (default with --dataset), jsonl, trace (JSONL with arrival times; "
+        "Mooncake traces with hash_ids keep their prefix reuse) or prefix (shared prefixes).",
+    ),
+]
+TimeScaleOpt = Annotated[
+    float,
+    typer.Option(
+        "--time-scale",
+        help="trace kind: multiply the trace's inter-arrival gaps (0.5 = twice as fast).",
     ),
 ]
 PrefixGroupsOpt = Annotated[

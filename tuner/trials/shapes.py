@@ -298,6 +298,7 @@ BENCH_EXTRA = obj(
         "one_chunk_fraction": _NUM,
         "chunks_per_output_token": _NUM,
         "host_noise": HOST_NOISE,
+        "trace_block_reuse": _NUM,  # a trace replay's block reuse (tuner.bench.trace; issue 30)
     }
 )
 _RESULT_TEXT = ("date", "endpoint_type", "backend", "label", "model_id", "tokenizer_id")
