@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -26,6 +25,7 @@ from tuner.bench.control import ControlClient, ControlError
 from tuner.bench.own_loop import run_in_own_loop
 from tuner.bench.runner import run_benchmark
 from tuner.bench.workload import Workload
+from tuner.knobs.versions import parse_version
 from tuner.profiles.record import ProfileRecord
 from tuner.profiles.trace import TraceError, profile_of
 
@@ -42,9 +42,12 @@ FLAG_SINCE = (0, 13)
 ENV_SINCE = (0, 6)
 
 
-def _version(text: str | None) -> tuple[int, int] | None:
-    match = re.match(r"v?(\d+)\.(\d+)", text or "")
-    return (int(match[1]), int(match[2])) if match else None
+def _version(text: str | None) -> tuple[int, ...] | None:
+    """The release numbers (tuner.knobs.versions, the catalogue's one comparison), or None."""
+    try:
+        return parse_version(text) if text else None
+    except ValueError:
+        return None
 
 
 def launch_options(trace_dir: Path, vllm_version: str | None) -> tuple[list[str], dict[str, str]]:
