@@ -25,7 +25,7 @@ sized before it starts, as an emulator does (sized later, Textual's first frame
 is redrawn for the new size). The idle figure is split by thread: the UI event
 loop and the sampler are tunelab's; the GPU reads are the FAKE backend's (a real
 driver costs what it costs); the rest is Textual's terminal I/O (its input
-thread polls at 10 Hz).
+thread sleeps between keys: tui/quiet_driver.py).
 
 Run: ``.venv/bin/python benchmarks/tui_idle.py [--seconds 20] [--gpus 8]``.
 

@@ -21,11 +21,14 @@ from typing import TYPE_CHECKING, ClassVar
 from textual import work
 from textual.app import App
 from textual.binding import BindingType
+from textual.driver import Driver
+from textual.drivers.linux_driver import LinuxDriver
 
 from tui.commands import TunelabCommands, bindings
 from tui.jobs import JobHost, Jobs
 from tui.key_actions import KeyActions
 from tui.messages import ConfigLoaded, IntrospectionReady, ModelRequested, TelemetryReady
+from tui.quiet_driver import QuietLinuxDriver
 from tui.screens.main import DEMO_LABEL, MainScreen
 from tui.services import Services
 from tui.session import Session
@@ -100,6 +103,13 @@ class TunelabApp(WorkerErrors, KeyActions, App[None]):
         self._backend: Backend | None = None
         self._last_tick: float | None = None
         self._main = MainScreen(self.session, job_done=self.jobs.finished)
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's driver, except its polling Linux one: ours sleeps while idle."""
+        chosen = super().get_driver_class()
+        if chosen is LinuxDriver:
+            return QuietLinuxDriver
+        return chosen
 
     # -- start-up -------------------------------------------------------------
 
