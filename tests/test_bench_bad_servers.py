@@ -21,11 +21,11 @@ import pytest
 from tests.support.bad_servers import ODD_REPLIES, bad_server
 from tests.test_bench_hostile import WL, bench, cli, one_line
 from tuner.bench import Workload, run_benchmark
+from tuner.bench.errors import BenchError
 from tuner.bench.metrics import compute_metrics
 from tuner.bench.prompts import Prompt
 from tuner.bench.record import RequestRecord
 from tuner.bench.run_limits import BenchStopped, GuardOptionError, run_deadline_s
-from tuner.bench.runner import BenchError
 
 # ---- issue 26: odd status lines and servers that do not speak HTTP/1.1 -------------------
 

@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 from tests.support.bad_servers import BadServer, bad_server
 from tuner.bench import Workload, run_benchmark
-from tuner.bench.runner import BenchError
+from tuner.bench.errors import BenchError
 from tuner.cli.app import app, register_all
 
 WL = Workload(input_len=8, output_len=4, num_prompts=6, concurrency=3)

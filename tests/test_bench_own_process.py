@@ -25,9 +25,9 @@ import psutil
 import pytest
 
 from tests.support.openai_stub import StubProcess
+from tuner.bench.errors import BenchError
 from tuner.bench.own_process import run_in_process
 from tuner.bench.progress import BenchProgress
-from tuner.bench.runner import BenchError
 from tuner.bench.workload import Workload
 
 REPO = Path(__file__).resolve().parents[1]

@@ -54,7 +54,9 @@ async def _until(check: Any, limit_s: float = 5.0) -> None:
         await asyncio.sleep(0.02)
 
 
-async def _start(driver_class: type[LinuxDriver]) -> tuple[LinuxDriver, _Recorder, int, threading.Thread]:
+async def _start(
+    driver_class: type[LinuxDriver],
+) -> tuple[LinuxDriver, _Recorder, int, threading.Thread]:
     recorder = _Recorder()
     driver = driver_class(recorder, debug=False)  # type: ignore[arg-type]
     master, slave = os.openpty()

@@ -49,6 +49,8 @@ class Plan:
         waiting_over: Active streams beyond this count show as waiting.
         preempt_every: One preemption counted per this many requests (0: none).
         prefix_hit_rate: Share of prefix-cache queries reported as hits.
+        log_prompts: Log each request's whole prompt (chat: its messages), for
+            the multi-turn tests; off by default (prompts can be large).
         burst: With zero delays, token chunks written per loop turn (each
             still its own SSE event and HTTP chunk); >1 makes the stub
             cheaper per token so that it can outrun the client it measures.
@@ -62,6 +64,7 @@ class Plan:
     preempt_every: int = 0
     prefix_hit_rate: float = 0.0
     burst: int = 1
+    log_prompts: bool = False
 
     @classmethod
     def from_json(cls, text: str) -> Plan:
@@ -182,7 +185,8 @@ class StubServer:
         self.seq += 1
         chat = path.endswith("chat/completions")
         n_out = int(req.get("max_completion_tokens" if chat else "max_tokens") or 16)
-        prompt = req.get("messages")[0]["content"] if chat else req.get("prompt")
+        messages = req.get("messages") or []
+        prompt = " ".join(m["content"] for m in messages) if chat else req.get("prompt")
         prompt_len = len(prompt) if isinstance(prompt, list) else len(str(prompt).split())
         entry: dict[str, Any] = {
             "seq": seq,
@@ -197,6 +201,8 @@ class StubServer:
             "prompt_head": prompt[:8] if isinstance(prompt, list) else str(prompt)[:40],
             "chunk_times": [],
         }
+        if self.plan.log_prompts:
+            entry["prompt"] = [[m["role"], m["content"]] for m in messages] if chat else prompt
         self.log.append(entry)
         p = self.plan
         fault = p.fault_for(seq)

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from time import perf_counter
 from typing import Any
 
+from tuner.bench.answer import AnswerSink
 from tuner.bench.control import ControlClient
 from tuner.bench.http import HttpError, StreamingHttp, StreamTransport
 from tuner.bench.prompts import Prompt
@@ -207,7 +208,8 @@ class BenchClient:
             payload["prompt"] = prompt.prompt
             payload["max_tokens"] = prompt.output_len
         else:
-            payload["messages"] = [{"role": "user", "content": prompt.prompt}]
+            turns = prompt.messages or (("user", str(prompt.prompt)),)
+            payload["messages"] = [{"role": role, "content": text} for role, text in turns]
             payload["max_completion_tokens"] = prompt.output_len
         payload["min_tokens"] = prompt.output_len
         payload["ignore_eos"] = True
@@ -233,6 +235,8 @@ class BenchClient:
         live: LiveCounters,
         body: bytes | None = None,
         arrival: float | None = None,
+        *,
+        keep_answer: bool = False,
     ) -> RequestRecord:
         """Stream one request and time its chunks; never raises for server faults.
 
@@ -241,13 +245,17 @@ class BenchClient:
             live: Counters updated as chunks arrive (for progress).
             body: Pre-built request body (else built here).
             arrival: When the schedule released it (default: now).
+            keep_answer: Keep the answer's text in ``rec.answer`` (a
+                conversation's next turn sends it back); read from the raw
+                body after the stream ends, so the timing path is unchanged.
 
         Returns:
             The record; failures carry error_kind and error.
         """
         rec = RequestRecord(prompt.prompt_len, prompt.output_len)
         data = body if body is not None else self.body(prompt)
-        sink = SseSink(rec, live, chat=self.endpoint == "chat")
+        chat = self.endpoint == "chat"
+        sink = AnswerSink(rec, live, chat) if keep_answer else SseSink(rec, live, chat)
         rec.start = rec.end = perf_counter()
         rec.arrival = rec.start if arrival is None else arrival
         task = asyncio.current_task()
@@ -273,6 +281,8 @@ class BenchClient:
                 self._active.pop(task, None)
         rec.end = perf_counter()
         finish_record(rec, sink)
+        if isinstance(sink, AnswerSink):
+            rec.answer = sink.answer()
         if rec.error_kind:
             live.failed += 1
         else:

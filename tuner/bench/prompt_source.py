@@ -10,6 +10,8 @@ is a one-line BenchError naming the option that fixes it.
 
 from __future__ import annotations
 
+import dataclasses
+
 from tuner.bench.client import BenchClient
 from tuner.bench.control import ControlError
 from tuner.bench.datasets import (
@@ -30,6 +32,7 @@ from tuner.bench.prompts import (
     random_prompts,
     sharegpt_prompts,
 )
+from tuner.bench.sessions import SessionPlan, plan_sessions
 from tuner.bench.workload import DatasetKind, Workload, WorkloadError
 
 _TOKEN_OPTIONS = (
@@ -141,3 +144,23 @@ async def build_prompts(
         return prefix_prompts(workload, pool, n), warm, pool.source, None
     warm = random_prompts(workload, pool, n_warm, salt=1)
     return random_prompts(workload, pool, n), warm, pool.source, None
+
+
+async def build_sessions(
+    client: BenchClient,
+    workload: Workload,
+    tokenizer_path: str | None,
+    model: str | None,
+    root: str | None,
+) -> tuple[SessionPlan, list[Prompt], TokenPool]:
+    """(the conversations, warm-ups, the token pool) of a sessions workload.
+
+    Raises:
+        WorkloadError: No tokenizer to decode the user turns to text.
+    """
+    pool = await token_pool(client, tokenizer_path, model, root)
+    plan = plan_sessions(workload, pool)
+    warm = random_prompts(
+        dataclasses.replace(workload, text_prompts=True), pool, workload.warmup_requests, salt=1
+    )
+    return plan, warm, pool

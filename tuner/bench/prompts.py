@@ -56,11 +56,15 @@ class Prompt:
         prompt_len: Length in tokens when known, else -1 (the server's usage
             report fills it in).
         output_len: Tokens to request.
+        messages: A conversation so far for the chat endpoint, (role, text)
+            pairs ending with the user's turn (tuner.bench.sessions); empty:
+            ``prompt`` is the one user message.
     """
 
     prompt: list[int] | str
     prompt_len: int
     output_len: int
+    messages: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,9 @@ class RequestRecord:
         usage_ignored: Why the server's usage count was not believed ("" if it was).
         notes: Odd things about the answer that were left out of the counts,
             kind -> detail (e.g. "empty chunks": padding chunks not counted).
+        session: A conversation's number (tuner.bench.sessions), else -1.
+        turn: Its turn, from 1, else -1.
+        answer: The answer's text, kept only for a conversation's next turn.
     """
 
     prompt_len: int
@@ -65,6 +68,9 @@ class RequestRecord:
     error: str = ""
     usage_ignored: str = ""
     notes: dict[str, str] = field(default_factory=dict)
+    session: int = -1
+    turn: int = -1
+    answer: str = field(default="", repr=False)
 
     @property
     def success(self) -> bool:

@@ -16,15 +16,13 @@ every request. The result uses vLLM's key names plus a ``tunelab`` block.
 from __future__ import annotations
 
 import asyncio
-import base64
 import math
 import random
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from time import perf_counter
 from typing import Any
-from urllib.parse import unquote, urlsplit, urlunsplit
 
 from tuner.bench.client import (
     BenchClient,
@@ -33,9 +31,8 @@ from tuner.bench.client import (
     TransportFactory,
     cancel_all,
 )
-from tuner.bench.errors import BenchError
+from tuner.bench.endpoint import refuse_missing_endpoint, url_and_headers
 from tuner.bench.host_noise import HostNoise, HostNoiseMeter
-from tuner.bench.http import split_base_url
 from tuner.bench.metrics import (
     FailureSummary,
     compute_metrics,
@@ -45,8 +42,8 @@ from tuner.bench.metrics import (
     summarize_notes,
 )
 from tuner.bench.progress import ProgressCallback, ProgressReporter
-from tuner.bench.prompt_source import build_prompts, resolve_model
-from tuner.bench.prompts import Prompt
+from tuner.bench.prompt_source import build_prompts, build_sessions, resolve_model
+from tuner.bench.prompts import Prompt, TokenPool
 from tuner.bench.run_limits import (
     DEFAULT_MAX_CONSECUTIVE_FAILURES,
     BenchStopped,
@@ -55,8 +52,8 @@ from tuner.bench.run_limits import (
     run_deadline_s,
 )
 from tuner.bench.server_metrics import ServerSummary, ServerWatcher
-from tuner.bench.workload import Workload, WorkloadError
-from tuner.redact import redact_url
+from tuner.bench.sessions import SessionPlan, run_sessions, turn_figures
+from tuner.bench.workload import DatasetKind, Workload, WorkloadError
 
 
 @dataclass
@@ -77,6 +74,8 @@ class BenchResult:
         trace_block_reuse: A trace replay's block-reuse ratio (prompt tokens an
             earlier request had, tuner.bench.trace.block_reuse), to read
             beside ``server.prefix_cache_hit_rate``; None for other datasets.
+        turns_cut: A sessions run's turns not sent because the history would
+            pass ``max_context`` (tuner.bench.sessions).
     """
 
     url: str
@@ -89,6 +88,7 @@ class BenchResult:
     prompt_source: str = ""
     host_noise: HostNoise | None = None
     trace_block_reuse: float | None = None
+    turns_cut: int = 0
 
     def __getitem__(self, key: str) -> Any:
         """A metric by its vLLM key name (the JSON form; in-process code reads the properties)."""
@@ -196,6 +196,8 @@ class BenchResult:
             extra["host_noise"] = self.host_noise.to_dict()
         if self.trace_block_reuse is not None:
             extra["trace_block_reuse"] = self.trace_block_reuse
+        if turns := turn_figures(self.records):
+            extra["sessions"] = {"turns": [t.to_dict() for t in turns], "cut": self.turns_cut}
         return {**head, **body, "tunelab": extra}
 
 
@@ -209,53 +211,6 @@ def vllm_date(started_at: str) -> str:
         return datetime.fromisoformat(started_at).strftime("%Y%m%d-%H%M%S")
     except ValueError:
         return started_at
-
-
-def _url_and_headers(url: str, headers: dict[str, str] | None) -> tuple[str, dict[str, str]]:
-    """Validate the URL; move userinfo credentials into an Authorization header.
-
-    The returned URL carries no credentials, so nothing tunelab prints or
-    stores can leak them (issue 19 "Then" 7).
-
-    Raises:
-        BenchError: Not an http(s) URL, or a bad port.
-    """
-    try:
-        split_base_url(url)
-    except ValueError as exc:
-        raise BenchError(
-            f"the server URL {redact_url(url)!r} is unusable: {exc} "
-            "(for example http://127.0.0.1:8000 or http://[::1]:8000)"
-        ) from None
-    parts = urlsplit(url)
-    out = dict(headers or {})
-    if parts.username is not None or parts.password is not None:
-        user = unquote(parts.username or "")
-        secret = unquote(parts.password or "")
-        token = base64.b64encode(f"{user}:{secret}".encode()).decode()
-        out.setdefault("Authorization", f"Basic {token}")
-        host = parts.netloc.rpartition("@")[2]
-        url = urlunsplit((parts.scheme, host, parts.path.rstrip("/"), "", ""))
-    elif parts.query or parts.fragment:
-        url = urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
-    return url, out
-
-
-def _refuse_missing_endpoint(client: BenchClient, guard: RunGuard) -> None:
-    """Every request answered 404/405: the server lacks the endpoint; say which to use."""
-    kinds: Mapping[str, int] = guard.kinds
-    if (
-        not kinds
-        or guard.failed < guard.ended
-        or any(k not in ("HTTP 404", "HTTP 405") for k in kinds)
-    ):
-        return
-    other = "chat" if client.endpoint == "completions" else "completions"
-    raise BenchError(
-        f"{client.url} does not exist on this server (every request got "
-        f"{next(iter(kinds))}); it may serve only the other API: rerun with "
-        f"--endpoint {other}"
-    )
 
 
 def arrival_offsets(workload: Workload, count: int) -> list[float]:
@@ -303,14 +258,37 @@ async def _warmup(client: BenchClient, prompts: list[Prompt], concurrency: int |
     await asyncio.gather(*(one(p) for p in prompts))
 
 
+@dataclass
+class _Prepared:
+    """What is ready before the clock starts.
+
+    Attributes:
+        prompts: The counted prompts (empty for sessions: built turn by turn).
+        source: Where prompt tokens came from.
+        offsets: Arrival offsets (empty for duration-bound runs and sessions).
+        trace_reuse: A trace's block-reuse ratio, else None.
+        sessions: A sessions run's conversations, else None.
+        pool: The token pool sessions count their context with.
+        turns_cut: Set by the measured part: turns the context limit cut.
+    """
+
+    prompts: list[Prompt]
+    source: str
+    offsets: list[float]
+    trace_reuse: float | None = None
+    sessions: SessionPlan | None = None
+    pool: TokenPool | None = None
+    turns_cut: int = 0
+
+
 async def _prepare(
     client: BenchClient,
     workload: Workload,
     tokenizer_path: str | None,
     model: str | None,
     guard: RunGuard,
-) -> tuple[list[Prompt], str, list[float], float | None]:
-    """Before the clock starts: (counted prompts, their source, arrival offsets, trace reuse).
+) -> _Prepared:
+    """Before the clock starts: the counted prompts (or conversations) and their schedule.
 
     Asks the server for its model when none was given (setting ``client.model``),
     builds the seeded prompts, sets the run's deadline from them (unless one
@@ -320,16 +298,25 @@ async def _prepare(
     root = None
     if not model:
         client.model, root = await resolve_model(client)
-    prompts, warm, source, trace = await build_prompts(
-        client, workload, tokenizer_path, model, root
-    )
-    offsets: list[float] = []
-    if workload.duration_s is None:
-        offsets = trace.offsets if trace else arrival_offsets(workload, len(prompts))
-    guard.derive(run_deadline_s(workload, prompts, warm, max(offsets, default=0.0)))
+    if workload.source_kind is DatasetKind.SESSIONS:
+        plan, warm, pool = await build_sessions(client, workload, tokenizer_path, model, root)
+        turns = [Prompt("", -1, n) for c in plan.conversations for n in c.output_lens]
+        think = max(sum(c.think_s) for c in plan.conversations)
+        waves = math.ceil(len(plan.conversations) / (workload.concurrency or len(turns)))
+        guard.derive(run_deadline_s(workload, turns, warm, think * waves))
+        ready = _Prepared([], pool.source, [], sessions=plan, pool=pool)
+    else:
+        prompts, warm, source, trace = await build_prompts(
+            client, workload, tokenizer_path, model, root
+        )
+        offsets: list[float] = []
+        if workload.duration_s is None:
+            offsets = trace.offsets if trace else arrival_offsets(workload, len(prompts))
+        guard.derive(run_deadline_s(workload, prompts, warm, max(offsets, default=0.0)))
+        ready = _Prepared(prompts, source, offsets, trace.block_reuse if trace else None)
     if warm:
         await _warmup(client, warm, workload.concurrency)
-    return prompts, source, offsets, trace.block_reuse if trace else None
+    return ready
 
 
 def _refuse_unbounded(workload: Workload) -> None:
@@ -395,6 +382,15 @@ class _Dispatch:
         self.reporter.record_done(rec)
         return rec
 
+    async def turn(self, prompt: Prompt, arrival: float) -> RequestRecord:
+        """Send one conversation turn as a counted task (tuner.bench.sessions), answer kept."""
+        send = self.client.send(prompt, self.live, None, arrival, keep_answer=True)
+        task = asyncio.create_task(send)
+        self.tasks.append(task)
+        rec = await task
+        self.reporter.record_done(rec)
+        return rec
+
     async def release_counted(self, t0: float, offsets: list[float]) -> None:
         """Start one task per prompt at its arrival offset after ``t0``."""
         for i, off in enumerate(offsets):
@@ -425,10 +421,7 @@ class _Dispatch:
 
 
 async def _measure(
-    dispatch: _Dispatch,
-    watcher: ServerWatcher,
-    workload: Workload,
-    offsets: list[float],
+    dispatch: _Dispatch, watcher: ServerWatcher, workload: Workload, ready: _Prepared
 ) -> tuple[list[RequestRecord], float]:
     """Release the counted requests and wait for all of them: (records, duration in s).
 
@@ -439,11 +432,16 @@ async def _measure(
     dispatch.reporter.start()
     t0 = perf_counter()
     try:
-        if workload.duration_s is None:
-            await dispatch.release_counted(t0, offsets)
+        if ready.sessions is not None:
+            chat = workload.endpoint == "chat"
+            records, ready.turns_cut = await run_sessions(ready.sessions, dispatch.turn, chat=chat,
+                                               pool=ready.pool, concurrency=workload.concurrency)  # fmt: skip
+        elif workload.duration_s is None:
+            await dispatch.release_counted(t0, ready.offsets)
         else:
             await dispatch.release_for_duration(t0, workload.duration_s, workload)
-        records = list(await asyncio.gather(*dispatch.tasks))
+        if ready.sessions is None:
+            records = list(await asyncio.gather(*dispatch.tasks))
     except BaseException:
         await cancel_all(dispatch.tasks)
         await watcher.stop()
@@ -463,6 +461,7 @@ class _Measured:
     source: str
     host_noise: HostNoise | None
     trace_block_reuse: float | None
+    turns_cut: int = 0
 
 
 async def run_benchmark(
@@ -505,7 +504,7 @@ async def run_benchmark(
         WorkloadError: The workload or its dataset is unusable.
         GuardOptionError: ``deadline_s`` or ``max_consecutive_failures`` is unusable.
     """
-    url, headers = _url_and_headers(url, headers)
+    url, headers = url_and_headers(url, headers)
     _refuse_unbounded(workload)
     check_options(deadline_s, max_consecutive_failures)
     guard = RunGuard(max_consecutive_failures)
@@ -527,9 +526,9 @@ async def run_benchmark(
                     metrics_interval_s, also_own,
                 )  # fmt: skip
         except BenchStopped:
-            _refuse_missing_endpoint(client, guard)
+            refuse_missing_endpoint(client, guard)
             raise
-        _refuse_missing_endpoint(client, guard)
+        refuse_missing_endpoint(client, guard)
 
     return BenchResult(
         url=url,
@@ -542,6 +541,7 @@ async def run_benchmark(
         prompt_source=run.source,
         host_noise=run.host_noise,
         trace_block_reuse=run.trace_block_reuse,
+        turns_cut=run.turns_cut,
     )
 
 
@@ -556,13 +556,15 @@ async def _run(
     also_own: set[int] | None,
 ) -> _Measured:
     """Prepare, warm up and measure on the open client (run_benchmark's body, under the guard)."""
-    prompts, source, offsets, reuse = await _prepare(client, workload, tokenizer_path, model, guard)
+    ready = await _prepare(client, workload, tokenizer_path, model, guard)
     live = LiveCounters()
-    total = None if workload.duration_s is not None else len(prompts)
+    total = None if workload.duration_s is not None else len(ready.prompts)
+    if ready.sessions is not None:
+        total = ready.sessions.requests
     dispatch = _Dispatch(
         client=client,
-        prompts=prompts,
-        bodies=[client.body(p) for p in prompts],
+        prompts=ready.prompts,
+        bodies=[client.body(p) for p in ready.prompts],
         live=live,
         reporter=ProgressReporter(on_progress, live, total),
         sem=asyncio.Semaphore(workload.concurrency) if workload.concurrency else None,
@@ -574,8 +576,9 @@ async def _run(
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     meter = HostNoiseMeter.for_url(client.base_url, also_own)
     meter.start()
-    records, duration = await _measure(dispatch, watcher, workload, offsets)
+    records, duration = await _measure(dispatch, watcher, workload, ready)
     host_noise = meter.stop()
     await dispatch.reporter.stop()
     server = await watcher.stop()
-    return _Measured(records, duration, server, started_at, source, host_noise, reuse)
+    return _Measured(records, duration, server, started_at, ready.source, host_noise,
+                     ready.trace_reuse, ready.turns_cut)  # fmt: skip

@@ -46,6 +46,7 @@ MAX_SEED = 2**63 - 1  # seeds are stored and compared as 64-bit integers
 # day in minutes" and "slow a burst down"; beyond, the gaps are all 0 or all days.
 MIN_TIME_SCALE = 0.001
 MAX_TIME_SCALE = 1000.0
+MAX_TURNS = 1000  # turns of one conversation: past any chat a person or an agent keeps
 
 _COUNTS: tuple[tuple[str, int, int, str], ...] = (
     # field, least, most, unit for messages
@@ -55,6 +56,8 @@ _COUNTS: tuple[tuple[str, int, int, str], ...] = (
     ("warmup_requests", 0, MAX_NUM_PROMPTS, "requests"),
     ("prefix_groups", 0, MAX_NUM_PROMPTS, "prefixes"),
     ("prefix_len", 0, MAX_LEN, "tokens"),
+    ("turns", 1, MAX_TURNS, "turns"),
+    ("max_context", 0, MAX_LEN, "tokens"),
     ("seed", -MAX_SEED - 1, MAX_SEED, ""),
 )
 
@@ -75,6 +78,7 @@ class DatasetKind(StrEnum):
     JSONL = "jsonl"
     TRACE = "trace"
     PREFIX = "prefix"
+    SESSIONS = "sessions"  # multi-turn conversations (tuner.bench.sessions)
     RANDOM = "random"  # what AUTO means without a dataset file; not given by users
 
 
@@ -85,6 +89,7 @@ DATASET_KINDS = (
     DatasetKind.JSONL,
     DatasetKind.TRACE,
     DatasetKind.PREFIX,
+    DatasetKind.SESSIONS,
 )
 
 
@@ -119,6 +124,15 @@ class Workload:
         prefix_len: Tokens of each shared prefix (before input_len more).
         time_scale: The "trace" kind's inter-arrival gaps are multiplied by
             this (0.5 replays twice as fast); 1 for every other kind.
+        turns: The "sessions" kind: turns of each conversation. There
+            ``num_prompts`` counts conversations, ``concurrency`` the
+            conversations open at once, ``input_len`` a user turn's tokens and
+            ``output_len`` an answer's; each turn is sent after the previous
+            answer, its prompt the whole history (answers included).
+        think_time_s: The "sessions" kind: mean pause between an answer and the
+            next turn (exponential, seeded), as a user reading; 0 for none.
+        max_context: The "sessions" kind: a conversation ends before a turn
+            whose prompt would pass this many tokens (0: no limit).
         endpoint: `completions` (/v1/completions) or `chat`.
         text_prompts: Send random prompts as text decoded from their ids, so
             the server tokenises them as it would a real client's (and as
@@ -144,6 +158,9 @@ class Workload:
     prefix_groups: int = 0
     prefix_len: int = 0
     time_scale: float = 1.0
+    turns: int = 1
+    think_time_s: float = 0.0
+    max_context: int = 0
     endpoint: Endpoint = "completions"
     text_prompts: bool = False
     slo: dict[str, float] = field(default_factory=dict)
@@ -201,6 +218,11 @@ class Workload:
                 fix="give 1.0 for Poisson arrivals, e.g. 0.5 for bursts or 4 for regular ones",
             )
         _check_time_scale(self.time_scale)
+        if not (_is_number(self.think_time_s) and 0 <= self.think_time_s <= MAX_SECONDS):
+            raise WorkloadError(
+                f"think_time_s must be 0 to {MAX_SECONDS:g} seconds, got {self.think_time_s!r}",
+                fix="give the mean pause between an answer and the next turn, e.g. 2, or 0",
+            )
         _check_seconds("duration_s", self.duration_s, optional=True)
         _check_seconds("request_timeout_s", self.request_timeout_s, optional=False)
         _check_seconds("stall_timeout_s", self.stall_timeout_s, optional=True)
@@ -209,7 +231,7 @@ class Workload:
         """The dataset kind and its file, the endpoint, the text switch."""
         if self.dataset_kind not in DATASET_KINDS:
             raise WorkloadError(
-                f"dataset kind must be one of {', '.join(k or 'sharegpt' for k in DATASET_KINDS)}, "
+                f"dataset kind must be one of {', '.join(k for k in DATASET_KINDS if k)}, "
                 f"got {self.dataset_kind!r}"
             )
         if self.dataset_path is not None and not isinstance(self.dataset_path, str):
@@ -230,16 +252,43 @@ class Workload:
             raise WorkloadError(
                 "the prefix dataset needs --prefix-groups N >= 1 and --prefix-len L >= 1 tokens"
             )
+        self._check_sessions()
         if self.endpoint not in ("completions", "chat"):
             raise WorkloadError(f"endpoint must be 'completions' or 'chat', got {self.endpoint!r}")
         if not isinstance(self.text_prompts, bool):
             raise WorkloadError(f"text_prompts must be true or false, got {self.text_prompts!r}")
 
+    def _check_sessions(self) -> None:
+        """Turns, think time and a context limit belong to the sessions kind only."""
+        sessions = self.dataset_kind == DatasetKind.SESSIONS
+        if not sessions:
+            for name, default in (("turns", 1), ("think_time_s", 0.0), ("max_context", 0)):
+                if getattr(self, name) != default:
+                    raise WorkloadError(
+                        f"{name} describes multi-turn conversations; this workload has none",
+                        fix="use it with --dataset-kind sessions, or drop it",
+                    )
+            return
+        if self.dataset_path is not None:
+            raise WorkloadError(
+                "the sessions dataset is synthetic (random user turns); it reads no file",
+                fix="drop --dataset, or replay a file with --dataset-kind trace or jsonl",
+            )
+        if self.duration_s is not None:
+            raise WorkloadError(
+                "a sessions run ends when its conversations do; drop --duration",
+                fix="size it with --num-prompts (conversations) and --turns",
+            )
+
     def _check_size(self) -> None:
         """The tokens the whole run builds and times stay within MAX_WORKLOAD_TOKENS."""
         spread = 1.0 + self.range_ratio
-        requests = self.num_prompts + self.warmup_requests
-        per_request = self.prefix_len + (self.input_len + self.output_len) * spread
+        # A conversation's turn k sends the whole history: k turns and k - 1 answers.
+        turns = self.turns
+        requests = self.num_prompts * turns + self.warmup_requests
+        per_request = (
+            self.prefix_len + (self.input_len + self.output_len) * spread * (turns + 1) / 2
+        )
         total = requests * per_request + self.prefix_groups * self.prefix_len
         if total > MAX_WORKLOAD_TOKENS:
             raise WorkloadError(
@@ -252,13 +301,16 @@ class Workload:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (inf rate written as the string "inf", as vLLM does).
 
-        ``time_scale`` is left out at its default 1: studies key their trials on
-        this dict (tuner.studies), so a workload stored before the field
-        existed keeps its key, and one that uses it differs.
+        ``time_scale`` and the sessions fields are left out at their defaults:
+        studies key their trials on this dict (tuner.studies), so a workload
+        stored before the fields existed keeps its key, and one that uses
+        them differs.
         """
         data = asdict(self)
-        if self.time_scale == 1.0:
-            del data["time_scale"]
+        for name, default in (("time_scale", 1.0), ("turns", 1), ("think_time_s", 0.0),
+                              ("max_context", 0)):  # fmt: skip
+            if data[name] == default:
+                del data[name]
         data["dataset_kind"] = DatasetKind(self.dataset_kind).value
         if math.isinf(self.request_rate):
             data["request_rate"] = "inf"

@@ -27,6 +27,7 @@ from rich.table import Table
 
 from tuner.bench.errors import BenchError
 from tuner.bench.run_limits import DEFAULT_MAX_CONSECUTIVE_FAILURES, BenchStopped, GuardOptionError
+from tuner.bench.sessions import turn_figures
 from tuner.bench.text import clean as _clean
 from tuner.bench.text import shown
 from tuner.bench.workload import Workload, WorkloadError
@@ -146,6 +147,9 @@ def bench_command(
     dataset: bo.DatasetOpt = None,
     dataset_kind: bo.DatasetKindOpt = "",
     time_scale: bo.TimeScaleOpt = 1.0,
+    turns: bo.TurnsOpt = 1,
+    think_time: bo.ThinkTimeOpt = 0.0,
+    max_context: bo.MaxContextOpt = 0,
     prefix_groups: bo.PrefixGroupsOpt = 0,
     prefix_len: bo.PrefixLenOpt = 0,
     endpoint: bo.EndpointOpt = "completions",
@@ -181,6 +185,9 @@ def bench_command(
             dataset_path=str(dataset) if dataset else None,
             dataset_kind=dataset_kind,
             time_scale=time_scale,
+            turns=turns,
+            think_time_s=think_time,
+            max_context=max_context,
             prefix_groups=prefix_groups,
             prefix_len=prefix_len,
             endpoint=endpoint,  # type: ignore[arg-type]
@@ -333,6 +340,9 @@ def _print_table(result: BenchResult) -> None:
             *(f"{m[f'{s}_{key}_ms']:.2f}" for s in ("mean", "median", "std", "p90", "p99")),
         )
     console.print(lat)
+    turns = turn_table(result)
+    if turns is not None:
+        console.print(turns)
     failures = result.failures
     for kind, count in failures.counts.items():
         example = failures.examples.get(kind, "")
@@ -353,6 +363,23 @@ def _print_table(result: BenchResult) -> None:
     host = result.host_warning()
     if host:
         console.print(f"[yellow]host:[/] {shown(host)}")
+
+
+def turn_table(result: BenchResult) -> Table | None:
+    """A sessions run's figures per turn (tuner.bench.sessions.turn_figures), else None."""
+    figures = turn_figures(result.records)
+    if not figures:
+        return None
+    cut = f"; {result.turns_cut} turns cut by --max-context" if result.turns_cut else ""
+    table = Table(title=f"Per turn (the prompt is the whole history){cut}")
+    for col in ("turn", "sent", "answered", "prompt tokens", "TTFT p50 ms", "ITL p50 ms"):
+        table.add_column(col, justify="right")
+    for t in figures:
+        table.add_row(
+            str(t.turn), str(t.requests), str(t.completed), f"{t.mean_prompt_len:.0f}",
+            f"{t.median_ttft_ms:.2f}", f"{t.median_itl_ms:.2f}",
+        )  # fmt: skip
+    return table
 
 
 def _prefix_line(result: BenchResult) -> str | None:

@@ -57,7 +57,9 @@ DatasetKindOpt = Annotated[
     typer.Option(
         "--dataset-kind",
         help="sharegpt (default with --dataset), jsonl, trace (JSONL with arrival times; "
-        "Mooncake traces with hash_ids keep their prefix reuse) or prefix (shared prefixes).",
+        "Mooncake traces with hash_ids keep their prefix reuse), prefix (shared prefixes) or "
+        "sessions (multi-turn conversations: --num-prompts conversations of --turns turns, "
+        "each turn the whole history with the real answers).",
     ),
 ]
 TimeScaleOpt = Annotated[
@@ -65,6 +67,22 @@ TimeScaleOpt = Annotated[
     typer.Option(
         "--time-scale",
         help="trace kind: multiply the trace's inter-arrival gaps (0.5 = twice as fast).",
+    ),
+]
+TurnsOpt = Annotated[
+    int, typer.Option("--turns", help="sessions kind: turns of each conversation.")
+]
+ThinkTimeOpt = Annotated[
+    float,
+    typer.Option(
+        "--think-time", help="sessions kind: mean seconds between an answer and the next turn."
+    ),
+]
+MaxContextOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-context",
+        help="sessions kind: end a conversation before a turn longer than this (tokens; 0: none).",
     ),
 ]
 PrefixGroupsOpt = Annotated[

@@ -1,0 +1,255 @@
+"""Multi-turn conversations: each turn waits for the previous answer (issue 30).
+
+A ``sessions`` workload is ``num_prompts`` conversations of ``turns`` turns,
+``concurrency`` of them open at once (the rest start as others end, as
+users arriving). A conversation sends its first user turn, waits for the
+answer, pauses a think time (exponential with mean ``think_time_s``, seeded
+per conversation), then sends the whole history — every earlier turn and
+the real answers the server gave — plus the next user turn, as a chat client
+does. So the prompt grows turn by turn and the engine's prefix cache sees
+the history it would in production. A turn whose prompt would pass
+``max_context`` tokens ends its conversation (counted, not sent); a failed
+turn ends it too (there is no answer to continue from).
+
+User turns are random token ids decoded to text (``input_len`` tokens
+each, the run's seed): the chat endpoint gets role-tagged messages, the
+completions endpoint the turns joined by blank lines. Each record carries
+its conversation and turn; :func:`turn_figures` gives the per-turn prompt
+length, TTFT and ITL that the result prints and stores.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import random
+import statistics
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from time import perf_counter
+from typing import Any
+
+from tuner.bench.prompts import Prompt, TokenPool, random_prompts
+from tuner.bench.record import RequestRecord
+from tuner.bench.workload import Workload, WorkloadError
+
+__all__ = [
+    "Conversation",
+    "SessionPlan",
+    "TurnFigures",
+    "history_prompt",
+    "plan_sessions",
+    "run_sessions",
+    "turn_figures",
+]
+
+SEPARATOR = "\n\n"
+"""Between turns of a completions history: keeps each turn's tokens from merging."""
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """One conversation's user turns, fixed before the clock starts.
+
+    Attributes:
+        index: The conversation's number (0-based), stored on its records.
+        user_turns: The user's text for each turn.
+        output_lens: Tokens asked for each answer.
+        think_s: The pause before each turn after the first (seconds).
+    """
+
+    index: int
+    user_turns: tuple[str, ...]
+    output_lens: tuple[int, ...]
+    think_s: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class SessionPlan:
+    """Every conversation of a sessions run, and its context limit."""
+
+    conversations: tuple[Conversation, ...]
+    max_context: int
+
+    @property
+    def requests(self) -> int:
+        """Turns of all conversations (what is sent when none ends early)."""
+        return sum(len(c.user_turns) for c in self.conversations)
+
+
+def plan_sessions(workload: Workload, pool: TokenPool) -> SessionPlan:
+    """The conversations of ``workload``, seeded: the same seed, the same user turns.
+
+    Raises:
+        WorkloadError: The pool cannot decode ids to text (user turns are text).
+    """
+    if pool.decode is None:
+        raise WorkloadError(
+            "multi-turn sessions send text (the answers go back in the next turn), "
+            "so they need a tokenizer to decode the random user turns",
+            fix="pass --tokenizer PATH (a tokenizer.json or the model directory)",
+        )
+    n, turns = workload.num_prompts, workload.turns
+    texts = random_prompts(
+        dataclasses.replace(workload, text_prompts=True), pool, n * turns, salt=7
+    )
+    out = []
+    for i in range(n):
+        mine = texts[i * turns : (i + 1) * turns]
+        rng = random.Random(workload.seed * 1_000_033 + i)
+        mean = workload.think_time_s
+        think = tuple(rng.expovariate(1.0 / mean) if mean > 0 else 0.0 for _ in mine)
+        out.append(
+            Conversation(
+                index=i,
+                user_turns=tuple(str(p.prompt) for p in mine),
+                output_lens=tuple(p.output_len for p in mine),
+                think_s=think,
+            )
+        )
+    return SessionPlan(tuple(out), workload.max_context)
+
+
+def history_prompt(
+    user_turns: Sequence[str], answers: Sequence[str], output_len: int, chat: bool
+) -> Prompt:
+    """The prompt of turn ``len(user_turns)``: every earlier turn and answer, then the new turn.
+
+    ``answers`` holds one answer per earlier turn. The length is left to the
+    server's usage report (-1): a chat template adds tokens, and text joined
+    from pieces re-tokenises to about, not exactly, the sum of its parts.
+    """
+    assert len(answers) == len(user_turns) - 1
+    if chat:
+        messages: list[tuple[str, str]] = []
+        for user, answer in zip(user_turns, answers, strict=False):
+            messages += [("user", user), ("assistant", answer)]
+        messages.append(("user", user_turns[-1]))
+        return Prompt(user_turns[-1], -1, output_len, messages=tuple(messages))
+    parts: list[str] = []
+    for user, answer in zip(user_turns, answers, strict=False):
+        parts += [user, answer]
+    parts.append(user_turns[-1])
+    return Prompt(SEPARATOR.join(parts), -1, output_len)
+
+
+def estimated_tokens(prompt: Prompt, pool: TokenPool | None) -> int:
+    """A prompt's tokens for the context limit: the pool's count, else ~4 characters a token."""
+    texts = [t for _, t in prompt.messages] or [str(prompt.prompt)]
+    if pool is not None and pool.count is not None:
+        return sum(pool.count(t) for t in texts)
+    return sum(len(t) for t in texts) // 4
+
+
+# Sends one prompt and returns its record (the runner's client.send, bound to its counters).
+Send = Callable[[Prompt, float], Awaitable[RequestRecord]]
+
+
+@dataclass
+class SessionRun:
+    """The measured part of a sessions run: conversations as tasks, turns as records."""
+
+    plan: SessionPlan
+    chat: bool
+    send: Send
+    pool: TokenPool | None
+    concurrency: int | None
+    records: list[RequestRecord] = dataclasses.field(default_factory=list)
+    cut_by_context: int = 0
+
+    async def conversation(self, conv: Conversation, slots: asyncio.Semaphore | None) -> None:
+        """Send a conversation's turns in order, each after the previous answer."""
+        async with slots if slots is not None else contextlib.nullcontext():
+            answers: list[str] = []
+            for k, output_len in enumerate(conv.output_lens):
+                if k and conv.think_s[k]:
+                    await asyncio.sleep(conv.think_s[k])
+                prompt = history_prompt(conv.user_turns[: k + 1], answers, output_len, self.chat)
+                limit = self.plan.max_context
+                if limit and estimated_tokens(prompt, self.pool) + output_len > limit:
+                    self.cut_by_context += len(conv.output_lens) - k
+                    return
+                rec = await self.send(prompt, perf_counter())
+                rec.session, rec.turn = conv.index, k + 1
+                self.records.append(rec)
+                if not rec.success:
+                    return
+                answers.append(rec.answer)
+
+    async def run(self) -> list[RequestRecord]:
+        """All conversations, ``concurrency`` open at once; the records in send order."""
+        slots = asyncio.Semaphore(self.concurrency) if self.concurrency else None
+        tasks = [asyncio.create_task(self.conversation(c, slots)) for c in self.plan.conversations]
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        return sorted(self.records, key=lambda r: r.start)
+
+
+async def run_sessions(
+    plan: SessionPlan,
+    send: Send,
+    *,
+    chat: bool,
+    pool: TokenPool | None,
+    concurrency: int | None,
+) -> tuple[list[RequestRecord], int]:
+    """Run every conversation: (the turns' records in send order, turns cut by the context limit)."""
+    run = SessionRun(plan, chat, send, pool, concurrency)
+    records = await run.run()
+    return records, run.cut_by_context
+
+
+@dataclass(frozen=True)
+class TurnFigures:
+    """One turn's figures over the conversations that reached it.
+
+    Attributes:
+        turn: The turn (from 1).
+        requests: Conversations that sent it.
+        completed: Of those, answered.
+        mean_prompt_len: Its prompt tokens (the server's usage), mean.
+        median_ttft_ms: Time to first token, median of the answered.
+        median_itl_ms: Inter-token gap, median over the answered turns' gaps.
+    """
+
+    turn: int
+    requests: int
+    completed: int
+    mean_prompt_len: float
+    median_ttft_ms: float
+    median_itl_ms: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stored form (the result's ``tunelab.sessions.turns``)."""
+        return dataclasses.asdict(self)
+
+
+def turn_figures(records: Sequence[RequestRecord]) -> list[TurnFigures]:
+    """Per-turn figures of a sessions run, in turn order (empty for any other run)."""
+    by_turn: dict[int, list[RequestRecord]] = {}
+    for rec in records:
+        if rec.turn >= 1:
+            by_turn.setdefault(rec.turn, []).append(rec)
+    out = []
+    for turn in sorted(by_turn):
+        recs = by_turn[turn]
+        ok = [r for r in recs if r.success]
+        lens = [r.prompt_len for r in ok if r.prompt_len >= 0]
+        gaps = [g for r in ok for g in r.itls]
+        out.append(
+            TurnFigures(
+                turn=turn,
+                requests=len(recs),
+                completed=len(ok),
+                mean_prompt_len=statistics.fmean(lens) if lens else 0.0,
+                median_ttft_ms=statistics.median(r.ttft for r in ok) * 1e3 if ok else 0.0,
+                median_itl_ms=statistics.median(gaps) * 1e3 if gaps else 0.0,
+            )
+        )
+    return out
