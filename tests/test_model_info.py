@@ -31,7 +31,8 @@ def close(actual: float, expected: float, rel: float) -> bool:
 
 def test_every_shared_config_is_copied_and_analyzable() -> None:
     files = sorted(CONFIGS.glob("*.json"))
-    assert len(files) == 11  # the 9 of ../shared/data, Phi-3-mini and Qwen3-Coder-Next (issue 27)
+    # the 9 of ../shared/data; Phi-3-mini, Qwen3-Coder-Next and Whisper large-v3 (issue 27)
+    assert len(files) == 12
     for path in files:
         info = analyze(str(path))
         assert info.num_layers > 0 and info.param_count > 0 and info.kv_bytes_per_token() > 0
@@ -244,3 +245,48 @@ def test_a_modelopt_checkpoint_is_sized_by_its_hf_quant_config(tmp_path: Path) -
     side["quantization"]["quant_algo"] = "NVFP4"
     (tmp_path / "hf_quant_config.json").write_text(json.dumps(side))
     assert analyze(str(tmp_path)).quant_method == "modelopt_fp4"
+
+
+def test_an_encoder_decoder_is_read_as_its_decoder_plus_cross_attention() -> None:
+    """Whisper large-v3 (issue 27): refused as "not decoder-only" before.
+
+    Published: 1.54 B parameters (1,550 M in OpenAI's table). The decoder's
+    self-attention KV per token: 2 x 32 layers x 20 heads x 64 x 2 bytes;
+    the cross-attention K/V of 1,500 encoder positions, once per request.
+    """
+    info = load("openai__whisper-large-v3")
+    assert info.is_encoder_decoder and info.encoder_positions == 1500
+    assert (info.num_layers, info.num_heads, info.num_kv_heads, info.head_dim) == (32, 20, 20, 64)
+    assert info.attention is AttentionKind.MHA and info.max_position_embeddings == 448
+    assert close(info.param_count, 1.54e9, 0.01), info.param_count
+    assert info.kv_bytes_per_token() == 2 * 32 * 20 * 64 * 2 == 163_840
+    assert info.request_state_bytes() == 163_840 * 1500
+    assert info.request_state_bytes("fp8") == 163_840 * 1500 // 2
+    assert any("encoder-decoder" in n for n in info.notes)
+    assert info.summary()["request_state_bytes"] == 245_760_000
+
+
+def test_an_encoder_decoder_counts_its_decoder_layers_not_transformers_num_hidden_layers() -> None:
+    """distil-whisper keeps 32 encoder layers and 2 decoder layers; transformers writes
+    num_hidden_layers = 32 (the encoder's), which must not be read as the decoder's."""
+    raw = json.loads((CONFIGS / "openai__whisper-large-v3.json").read_text())
+    info = from_config({**raw, "decoder_layers": 2}, name="distil", source="config-file", path=None)
+    assert info.num_layers == 2 and info.kv_bytes_per_token() == 2 * 2 * 20 * 64 * 2
+    assert info.param_count < 0.9e9  # the 30 decoder layers' 787 M are gone
+    with pytest.raises(ModelError, match="decoder_layers"):
+        from_config({**raw, "decoder_layers": "2"}, name="bad", source="config-file", path=None)
+
+
+def test_the_fit_counts_cross_attention_per_request_held() -> None:
+    from tuner.model import fit
+
+    info = load("openai__whisper-large-v3")
+    common: dict = dict(vram_bytes_per_gpu=24 * 2**30, max_model_len=448)
+    est = fit(info, **common, tokens_needed=64 * 448, requests=64)
+    assert est.state_tokens_per_request == 1500
+    assert est.tokens_needed == 64 * 448 + 64 * 1500
+    plain = fit(load("meta-llama__Llama-3.1-8B-Instruct"), **common, tokens_needed=64 * 448)
+    assert plain.state_tokens_per_request == 0 and plain.tokens_needed == 64 * 448
+    assert est.max_concurrent_sequences == est.kv_tokens_fit // (448 + 1500)
+    tp2 = fit(info, **common, tensor_parallel_size=2, tokens_needed=64 * 448, requests=64)
+    assert tp2.state_tokens_per_request == 1500  # TP halves both the state and a token's KV

@@ -33,6 +33,7 @@ def model(name: str) -> ModelInfo:
         "qwen3moe": "Qwen__Qwen3-30B-A3B",
         "qwen3fp8": "Qwen__Qwen3-30B-A3B-FP8",
         "phi3": "microsoft__Phi-3-mini-4k-instruct",
+        "whisper": "openai__whisper-large-v3",
     }
     return analyze(str(CONFIGS / f"{files[name]}.json"))
 

@@ -31,6 +31,14 @@ CASES = [
     Case(
         "attention-backend-invalid",
         True,
+        engine=FA,
+        model="whisper",
+        target=MI300X,
+        id="encoder-decoder",
+    ),
+    Case(
+        "attention-backend-invalid",
+        True,
         engine={**FA, "kv-cache-dtype": "int8_per_token_head"},
         target=MI300X,
         fix={"attention-backend": None},
@@ -318,3 +326,26 @@ def test_scheduler_refusals_quote_vllm_and_a_cpu_check_agrees() -> None:
     )
     hit = _finding(config, "llama8b", MI300X, "chunked-prefill-off-mbt")
     assert "max_num_batched_tokens (1024) is smaller than max_model_len (131072)" in hit.message
+
+
+def test_memory_fit_counts_an_encoder_decoders_cross_attention_per_request() -> None:
+    """Whisper large-v3, 64 requests of 400 tokens on a 24 GiB CPX partition: the decoder's
+    25,600 tokens fit, but each request also holds 1,500 positions of cross-attention K/V
+    (issue 27: vLLM's CrossAttentionSpec), so the workload asks for 121,600 and queues."""
+    from tuner.rules import WorkloadShape
+
+    cpx = Target("0.32.0", "rocm", 8, 24.0, gpu_arch="gfx942", gpu_name="MI300X-CPX")
+    shape = WorkloadShape(input_len=200, output_len=200, concurrency=64)
+    found = [
+        f
+        for f in check(EngineConfig(model="whisper"), model("whisper"), cpx, shape)
+        if f.rule == "memory-fit"
+    ]
+    assert len(found) == 1 and found[0].severity is Severity.WARNING
+    assert "asks for 121,600" in found[0].message and "1,500 of cross-attention" in found[0].message
+    fewer = WorkloadShape(input_len=200, output_len=200, concurrency=16)
+    assert not [
+        f
+        for f in check(EngineConfig(model="whisper"), model("whisper"), cpx, fewer)
+        if f.rule == "memory-fit"
+    ]

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any, TypeGuard
 
 from tuner.errors import TunelabError
+from tuner.model.encoder_decoder import SIZES as ENCODER_DECODER_SIZES
 
 
 class ModelError(TunelabError, ValueError):
@@ -30,6 +31,9 @@ class ModelError(TunelabError, ValueError):
 # (DeepSeek-V3: 61 layers, 256 experts; Llama-3.1-405B: 126 layers, 16384 hidden),
 # so a corrupt or hostile config.json is refused before anything loops per layer.
 SIZE_BOUNDS: dict[str, int] = {
+    # Encoder-decoder names first: the decoder-only names are copied from them
+    # (tuner.model.encoder_decoder), so a bad value is named as the config spells it.
+    **ENCODER_DECODER_SIZES,
     "num_hidden_layers": 10_000,
     "hidden_size": 1_000_000,
     "num_attention_heads": 100_000,

@@ -56,6 +56,9 @@ class FitEstimate:
         weights_fit: The weights fit at all.
         holds_one_sequence: One max-model-len sequence fits (else vLLM refuses to start).
         fits: Weights fit and all needed tokens fit.
+        state_tokens_per_request: A request's length-independent cache (an
+            encoder-decoder's cross-attention K/V) in KV tokens of this GPU;
+            counted in ``tokens_needed`` for every request held at once.
     """
 
     usable_bytes_per_gpu: int
@@ -70,11 +73,13 @@ class FitEstimate:
     weights_fit: bool
     holds_one_sequence: bool
     fits: bool
+    state_tokens_per_request: int = 0
 
     @property
     def max_concurrent_sequences(self) -> int:
-        """Full-length sequences the KV cache holds at once."""
-        return self.kv_tokens_fit // self.max_model_len if self.max_model_len else 0
+        """Full-length sequences the KV cache holds at once (each with its per-request state)."""
+        per_sequence = self.max_model_len + self.state_tokens_per_request
+        return self.kv_tokens_fit // per_sequence if self.max_model_len else 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form."""
@@ -98,6 +103,21 @@ def kv_bytes_per_token_per_gpu(
     tp = max(tensor_parallel_size, 1)
     heads_per_rank = math.ceil(info.num_kv_heads / tp)
     return math.ceil(per_token * heads_per_rank / info.num_kv_heads * layers_share)
+
+
+def request_state_bytes_per_gpu(
+    info: ModelInfo,
+    kv_cache_dtype: str | None,
+    tensor_parallel_size: int,
+    pipeline_parallel_size: int,
+) -> int:
+    """A request's length-independent cache on one GPU, split as the KV heads and layers are."""
+    state = info.request_state_bytes(kv_cache_dtype)
+    if not state:
+        return 0
+    heads_per_rank = math.ceil(info.num_kv_heads / max(tensor_parallel_size, 1))
+    share = heads_per_rank / info.num_kv_heads / max(pipeline_parallel_size, 1)
+    return math.ceil(state * share)
 
 
 def weights_per_gpu(
@@ -131,6 +151,7 @@ def fit(
     kv_cache_dtype: str | None = "auto",
     tokens_needed: int | None = None,
     overhead_bytes_per_gpu: int = DEFAULT_OVERHEAD_BYTES,
+    requests: int | None = None,
 ) -> FitEstimate:
     """Estimates whether ``info`` fits the GPUs with these settings.
 
@@ -150,6 +171,9 @@ def fit(
         tokens_needed: The workload's real need over all DP ranks (concurrency ×
             (input + output)); default max_num_seqs × max_model_len per rank.
         overhead_bytes_per_gpu: Reserve for activations and graphs.
+        requests: Requests held at once over all DP ranks (the workload's
+            concurrency); default max_num_seqs per rank. Each adds the model's
+            per-request state (ModelInfo.request_state_bytes) to the need.
     """
     del gpus  # the rules compare TP×PP with the GPU count; the estimate is per GPU
     seqs = max_num_seqs or DEFAULT_MAX_NUM_SEQS
@@ -172,6 +196,12 @@ def fit(
     fit_tokens = max(budget, 0) // per_token
     dp = max(data_parallel_size, 1)
     need = math.ceil(tokens_needed / dp) if tokens_needed is not None else seqs * length
+    state = request_state_bytes_per_gpu(
+        info, kv_cache_dtype, tensor_parallel_size, pipeline_parallel_size
+    )
+    state_tokens = math.ceil(state / per_token)
+    held = math.ceil(requests / dp) if requests is not None else seqs
+    need += held * state_tokens
     return FitEstimate(
         usable_bytes_per_gpu=usable,
         weights_bytes_per_gpu=weights,
@@ -183,6 +213,7 @@ def fit(
         max_model_len=int(length),
         max_num_seqs=int(seqs),
         weights_fit=weights + overhead_bytes_per_gpu <= usable,
-        holds_one_sequence=fit_tokens >= length,
+        holds_one_sequence=fit_tokens >= length + state_tokens,
         fits=budget > 0 and fit_tokens >= need,
+        state_tokens_per_request=state_tokens,
     )

@@ -13,6 +13,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from tuner.model import encoder_decoder
 from tuner.model.config_check import SIZE_BOUNDS, ModelError, check_config, normalized
 from tuner.model.moe import MoEInfo, first_int, moe_from_config
 from tuner.model.params import ParamEstimate, estimate_params, quantized_bits
@@ -89,6 +90,9 @@ class ModelInfo:
         params_source: How param_count was found: safetensors, hub-metadata, config-estimate.
         routed_expert_share: Share of weight_bytes in routed experts (config estimate):
             what expert parallelism shards across ranks; 0 for dense models.
+        kv_layers: Layers that keep a KV cache (hybrids); None: every layer.
+        encoder_positions: An encoder-decoder's encoder positions per request
+            (Whisper: 1500), whose cross-attention K/V the decoder keeps; 0 otherwise.
         notes: Anything the user should know about these figures.
         config: The raw config dict.
     """
@@ -121,6 +125,7 @@ class ModelInfo:
     params_source: str
     routed_expert_share: float = 0.0
     kv_layers: int | None = None  # layers that keep a KV cache; None: every layer
+    encoder_positions: int = 0  # encoder-decoder: encoder positions a request fills
     notes: list[str] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -159,6 +164,24 @@ class ModelInfo:
     def is_multimodal(self) -> bool:
         """A vision-language model (its config nests a vision encoder config)."""
         return isinstance(self.config.get("vision_config"), dict) if self.config else False
+
+    @property
+    def is_encoder_decoder(self) -> bool:
+        """An encoder-decoder model (Whisper): vLLM's ENCODER_DECODER attention type."""
+        return self.encoder_positions > 0 or bool(self.config.get("is_encoder_decoder"))
+
+    def request_state_bytes(self, kv_cache_dtype: str | None = "auto") -> int:
+        """Cache bytes one request holds whatever its length, on one replica.
+
+        An encoder-decoder's cross-attention: K and V of every encoder
+        position in every decoder layer (vLLM sizes that ``CrossAttentionSpec``
+        by the encoder's input length), at the KV-cache dtype. 0 otherwise.
+        """
+        if not self.encoder_positions:
+            return 0
+        elem = kv_element_bytes(kv_cache_dtype, self.dtype)
+        per_position = 2 * self.num_layers * self.num_kv_heads * self.head_dim * elem
+        return int(per_position * self.encoder_positions)
 
     @property
     def is_moe(self) -> bool:
@@ -230,6 +253,8 @@ class ModelInfo:
             "routed_expert_share": round(self.routed_expert_share, 4),
             "kv_layers": self.kv_layers,
             "kv_bytes_per_token": self.kv_bytes_per_token(),
+            "encoder_positions": self.encoder_positions,
+            "request_state_bytes": self.request_state_bytes(),
             "notes": list(self.notes),
         }
 
@@ -390,6 +415,9 @@ def from_config(raw: dict[str, Any], *, name: str, source: str, path: Path | Non
             :func:`tuner.model.config_check.check_config`).
     """
     cfg = text_config(raw)
+    encdec = encoder_decoder.is_encoder_decoder(cfg)
+    if encdec:  # Whisper naming: the decoder under decoder-only names
+        cfg = encoder_decoder.decoder_view(cfg)
     check_config(cfg, name)  # every field read below: type and range (tuner.model.config_check)
     cfg = normalized(cfg)
     layers = int(cfg["num_hidden_layers"])
@@ -407,13 +435,20 @@ def from_config(raw: dict[str, Any], *, name: str, source: str, path: Path | Non
     notes: list[str] = []
     if not (cfg.get("torch_dtype") or cfg.get("dtype")):
         notes.append("config names no dtype; bfloat16 assumed")
-    est = estimate_params(cfg, moe)
+    est = encoder_decoder.param_estimate(cfg) if encdec else estimate_params(cfg, moe)
     weight_bytes, routed_share = _weight_bytes(est, qcfg, quant, dtype)
     kv_layers = _kv_layers(cfg, layers)
     if kv_layers is not None:
         notes.append(
             f"hybrid model: {kv_layers} of {layers} layers keep a KV cache; the others "
             "(linear attention / Mamba) keep a fixed per-request state, not counted per token"
+        )
+    encoder = encoder_decoder.encoder_facts(cfg) if encdec else None
+    if encoder is not None:
+        notes.append(
+            f"encoder-decoder: {encoder.layers} encoder and {layers} decoder layers; the decoder's "
+            f"KV per generated token, plus cross-attention K/V of {encoder.positions:,} encoder "
+            "positions per request, counted per request in the fit"
         )
     return ModelInfo(
         name=name,
@@ -444,6 +479,7 @@ def from_config(raw: dict[str, Any], *, name: str, source: str, path: Path | Non
         params_source="config-estimate",
         routed_expert_share=routed_share,
         kv_layers=kv_layers,
+        encoder_positions=encoder.positions if encoder is not None else 0,
         notes=notes,
         config=raw,
     )

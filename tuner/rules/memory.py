@@ -85,6 +85,7 @@ def _estimate(ctx: Context, model: ModelInfo, need: int | None) -> FitEstimate:
         max_model_len=ctx.max_model_len,
         kv_cache_dtype=str(ctx.value("kv-cache-dtype", "auto") or "auto"),
         tokens_needed=need,
+        requests=ctx.workload.concurrency if ctx.workload else None,
     )
 
 
@@ -176,7 +177,7 @@ def memory_fit(ctx: Context) -> Iterator[Finding]:
         )
         return
     if not est.holds_one_sequence:
-        fit_len = (est.kv_tokens_fit // 1024) * 1024
+        fit_len = ((est.kv_tokens_fit - est.state_tokens_per_request) // 1024) * 1024
         yield Finding(
             Severity.ERROR,
             knobs,
@@ -192,12 +193,15 @@ def memory_fit(ctx: Context) -> Iterator[Finding]:
         per_rank = " per DP rank" if ctx.dp > 1 else ""
         length = per_request or est.max_model_len
         kind = "workload-length" if per_request else "full-length"
+        state = est.state_tokens_per_request
+        held = est.kv_tokens_fit // (length + state)
+        cross = f" plus {state:,} of cross-attention each" if state else ""
         yield Finding(
             Severity.WARNING if need is not None else Severity.ADVICE,
             ("max-num-seqs", "max-model-len", UTIL),
             f"the KV cache holds about {est.kv_tokens_fit:,} tokens per GPU but {what} asks for "
-            f"{est.tokens_needed:,}{per_rank}; vLLM will run at most ~{est.kv_tokens_fit // length} "
-            f"{kind} sequences ({length:,} tokens) at once{per_rank} and queue the rest",
+            f"{est.tokens_needed:,}{per_rank}; vLLM will run at most ~{held} "
+            f"{kind} sequences ({length:,} tokens{cross}) at once{per_rank} and queue the rest",
             f"{R0} §Configure --max-num-seqs",
             None,
         )
