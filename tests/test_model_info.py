@@ -290,3 +290,68 @@ def test_the_fit_counts_cross_attention_per_request_held() -> None:
     assert est.max_concurrent_sequences == est.kv_tokens_fit // (448 + 1500)
     tp2 = fit(info, **common, tensor_parallel_size=2, tokens_needed=64 * 448, requests=64)
     assert tp2.state_tokens_per_request == 1500  # TP halves both the state and a token's KV
+
+
+# vLLM's own calculator (model_executor/layers/mamba/mamba_utils.py), in a child process:
+# the test process never imports torch.
+_VLLM_STATE = """
+import json, sys
+from vllm.model_executor.layers.mamba.mamba_utils import MambaStateShapeCalculator as C
+args = json.loads(sys.argv[1])
+shapes = {
+    "gdn": C.gated_delta_net_state_shape(1, *args["gdn"]),
+    "mamba2": C.mamba2_state_shape(1, *args["mamba2"]),
+}
+out = {}
+for name, parts in shapes.items():
+    total = 0
+    for shape in parts:
+        n = 1
+        for d in shape:
+            n *= d
+        total += n
+    out[name] = total
+print(json.dumps(out))
+"""
+
+
+def test_a_hybrids_recurrent_state_is_vllms_and_counted_per_request() -> None:
+    """Qwen3-Coder-Next: 36 Gated DeltaNet layers keep a conv window and a 32 x 128 x 128
+    state per request; the element counts equal the installed vLLM's own calculator's,
+    for Gated DeltaNet and for Mamba-2 (Nemotron-H naming)."""
+    import subprocess
+    import sys
+
+    from tuner.model import fit
+    from tuner.model.hybrid_state import gated_delta_net_elements, mamba2_elements
+
+    raw = json.loads((CONFIGS / "Qwen__Qwen3-Coder-Next.json").read_text())
+    nemotron = {"mamba_num_heads": 128, "mamba_head_dim": 64, "ssm_state_size": 128,
+                "n_groups": 8, "conv_kernel": 4}  # fmt: skip
+    args = {
+        "gdn": [raw["linear_num_key_heads"], raw["linear_num_value_heads"],
+                raw["linear_key_head_dim"], raw["linear_value_head_dim"],
+                raw["linear_conv_kernel_dim"]],
+        "mamba2": [128 * 64, 8, 128, 64, 128, 4],
+    }  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", _VLLM_STATE, json.dumps(args)],
+                          capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    vllm = json.loads(done.stdout.strip().splitlines()[-1])
+    assert gated_delta_net_elements(raw) == vllm["gdn"] == 3 * 8192 + 32 * 128 * 128
+    assert mamba2_elements(nemotron) == vllm["mamba2"]
+
+    info = load("Qwen__Qwen3-Coder-Next")
+    assert info.recurrent_state_elements == 36 * vllm["gdn"]
+    assert info.recurrent_state_bytes() == 36 * vllm["gdn"] * 2  # bfloat16
+    assert any("MiB per request" in n for n in info.notes)
+    est = fit(info, vram_bytes_per_gpu=192 * 2**30, max_model_len=8192,
+              tokens_needed=64 * 1024, requests=64)  # fmt: skip
+    per_token = info.kv_bytes_per_token()
+    assert est.state_tokens_per_request == -(-info.recurrent_state_bytes() // per_token)
+    assert est.tokens_needed == 64 * 1024 + 64 * est.state_tokens_per_request
+    # Nemotron-H's pattern: only its 'M' layers keep a state ('-' are MLPs).
+    llama = json.loads((CONFIGS / "meta-llama__Llama-3.1-8B-Instruct.json").read_text())
+    hybrid = from_config({**llama, **nemotron, "hybrid_override_pattern": "M-M*" * 8},
+                         name="h", source="config-file", path=None)  # fmt: skip
+    assert hybrid.recurrent_state_elements == 16 * vllm["mamba2"]

@@ -111,13 +111,13 @@ def request_state_bytes_per_gpu(
     tensor_parallel_size: int,
     pipeline_parallel_size: int,
 ) -> int:
-    """A request's length-independent cache on one GPU, split as the KV heads and layers are."""
-    state = info.request_state_bytes(kv_cache_dtype)
-    if not state:
-        return 0
-    heads_per_rank = math.ceil(info.num_kv_heads / max(tensor_parallel_size, 1))
-    share = heads_per_rank / info.num_kv_heads / max(pipeline_parallel_size, 1)
-    return math.ceil(state * share)
+    """A request's length-independent cache on one GPU: cross-attention split as the KV heads
+    are, a hybrid's recurrent state by TP (vLLM divides its heads), both by PP (layers)."""
+    tp, pp = max(tensor_parallel_size, 1), max(pipeline_parallel_size, 1)
+    cross = float(info.cross_attention_bytes(kv_cache_dtype))
+    if cross:
+        cross *= math.ceil(info.num_kv_heads / tp) / info.num_kv_heads
+    return math.ceil((cross + info.recurrent_state_bytes() / tp) / pp)
 
 
 def weights_per_gpu(

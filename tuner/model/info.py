@@ -13,7 +13,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from tuner.model import encoder_decoder
+from tuner.model import encoder_decoder, hybrid_state
 from tuner.model.config_check import SIZE_BOUNDS, ModelError, check_config, normalized
 from tuner.model.moe import MoEInfo, first_int, moe_from_config
 from tuner.model.params import ParamEstimate, estimate_params, quantized_bits
@@ -93,6 +93,8 @@ class ModelInfo:
         kv_layers: Layers that keep a KV cache (hybrids); None: every layer.
         encoder_positions: An encoder-decoder's encoder positions per request
             (Whisper: 1500), whose cross-attention K/V the decoder keeps; 0 otherwise.
+        recurrent_state_elements: A hybrid's per-request state over its
+            non-attention layers (tuner.model.hybrid_state), in elements; 0 otherwise.
         notes: Anything the user should know about these figures.
         config: The raw config dict.
     """
@@ -126,6 +128,7 @@ class ModelInfo:
     routed_expert_share: float = 0.0
     kv_layers: int | None = None  # layers that keep a KV cache; None: every layer
     encoder_positions: int = 0  # encoder-decoder: encoder positions a request fills
+    recurrent_state_elements: int = 0  # hybrids: the non-attention layers' state per request
     notes: list[str] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -171,17 +174,24 @@ class ModelInfo:
         return self.encoder_positions > 0 or bool(self.config.get("is_encoder_decoder"))
 
     def request_state_bytes(self, kv_cache_dtype: str | None = "auto") -> int:
-        """Cache bytes one request holds whatever its length, on one replica.
+        """Cache bytes one request holds whatever its length, on one replica: the sum of
+        :meth:`cross_attention_bytes` and :meth:`recurrent_state_bytes`."""
+        return self.cross_attention_bytes(kv_cache_dtype) + self.recurrent_state_bytes()
 
-        An encoder-decoder's cross-attention: K and V of every encoder
-        position in every decoder layer (vLLM sizes that ``CrossAttentionSpec``
-        by the encoder's input length), at the KV-cache dtype. 0 otherwise.
-        """
+    def cross_attention_bytes(self, kv_cache_dtype: str | None = "auto") -> int:
+        """An encoder-decoder's cross-attention per request: K and V of every encoder
+        position in every decoder layer (vLLM sizes that ``CrossAttentionSpec`` by the
+        encoder's input length), at the KV-cache dtype; 0 for other models."""
         if not self.encoder_positions:
             return 0
         elem = kv_element_bytes(kv_cache_dtype, self.dtype)
         per_position = 2 * self.num_layers * self.num_kv_heads * self.head_dim * elem
         return int(per_position * self.encoder_positions)
+
+    def recurrent_state_bytes(self) -> int:
+        """A hybrid's conv and recurrent state per request, at the model's dtype (vLLM's
+        ``--mamba-cache-dtype auto``); 0 for other models."""
+        return int(self.recurrent_state_elements * self.dtype_bytes)
 
     @property
     def is_moe(self) -> bool:
@@ -255,6 +265,7 @@ class ModelInfo:
             "kv_bytes_per_token": self.kv_bytes_per_token(),
             "encoder_positions": self.encoder_positions,
             "request_state_bytes": self.request_state_bytes(),
+            "recurrent_state_bytes": self.recurrent_state_bytes(),
             "notes": list(self.notes),
         }
 
@@ -406,6 +417,18 @@ def _kv_layers(cfg: dict[str, Any], layers: int) -> int | None:
     return None
 
 
+def _state_layers(cfg: dict[str, Any], other: int) -> int:
+    """Layers that keep a recurrent state: Nemotron-H's ``M`` (its ``-`` are MLPs), the
+    linear-attention / Mamba kinds of ``layer_types``, else every non-attention layer."""
+    pattern = cfg.get("hybrid_override_pattern")
+    if isinstance(pattern, str) and "*" in pattern:
+        return pattern.count("M")
+    kinds = cfg.get("layer_types")
+    if isinstance(kinds, list) and kinds:
+        return sum(isinstance(k, str) and ("linear" in k or "mamba" in k) for k in kinds)
+    return other
+
+
 def from_config(raw: dict[str, Any], *, name: str, source: str, path: Path | None) -> ModelInfo:
     """Builds a :class:`ModelInfo` from a config dict; sizes are config estimates.
 
@@ -438,10 +461,18 @@ def from_config(raw: dict[str, Any], *, name: str, source: str, path: Path | Non
     est = encoder_decoder.param_estimate(cfg) if encdec else estimate_params(cfg, moe)
     weight_bytes, routed_share = _weight_bytes(est, qcfg, quant, dtype)
     kv_layers = _kv_layers(cfg, layers)
+    recurrent = 0
     if kv_layers is not None:
+        recurrent = _state_layers(cfg, layers - kv_layers) * hybrid_state.elements_per_layer(cfg)
+        state = (
+            f"{recurrent * DTYPE_BYTES.get(dtype.lower(), 2) / 2**20:,.1f} MiB per request, "
+            "counted per request in the fit"
+            if recurrent
+            else "not known for this family, not counted"
+        )
         notes.append(
             f"hybrid model: {kv_layers} of {layers} layers keep a KV cache; the others "
-            "(linear attention / Mamba) keep a fixed per-request state, not counted per token"
+            f"(linear attention / Mamba) keep a fixed per-request state ({state})"
         )
     encoder = encoder_decoder.encoder_facts(cfg) if encdec else None
     if encoder is not None:
@@ -480,6 +511,7 @@ def from_config(raw: dict[str, Any], *, name: str, source: str, path: Path | Non
         routed_expert_share=routed_share,
         kv_layers=kv_layers,
         encoder_positions=encoder.positions if encoder is not None else 0,
+        recurrent_state_elements=recurrent,
         notes=notes,
         config=raw,
     )
