@@ -11,7 +11,8 @@ GPU at import (``vllm/platforms/rocm.py`` ``_ON_*`` flags): each architecture is
 re-running those module-level assignments, as vLLM's source writes them, for that ``gfx`` name.
 
 The platforms' priority lists (``_get_backend_priorities`` of ``platforms/rocm.py``) are read
-the same way, for each state of the AITER switches they consult. A backend whose module cannot
+the same way, for each state of the AITER switches they consult; CUDA's, which cannot be
+imported here, by static reading (``scripts/vllm_cuda_priorities.py``). A backend whose module cannot
 be imported here (its kernel library is absent from this wheel) is recorded as ``unreadable``
 with the reason: tunelab then says it cannot check it, never that it is invalid.
 """
@@ -27,6 +28,8 @@ import re
 import typing
 from collections.abc import Iterator
 from typing import Any
+
+from vllm_cuda_priorities import cuda_priorities
 
 ATTN_TYPES = ("decoder", "encoder", "encoder_only", "encoder_decoder")
 HEAD_PROBES = (32, 40, 48, 64, 72, 80, 96, 112, 120, 128, 160, 192, 224, 256, 320, 512, 576)
@@ -207,6 +210,7 @@ def attention_table(block_choices: list[int] | None = None) -> dict[str, Any]:
         "probes": {"head_sizes": list(heads), "block_sizes": list(blocks), "kv_cache_dtypes": kv},
         "backends": found,
         "rocm_priorities": rocm_priorities(),
+        "cuda_priorities": cuda_priorities(heads, kv),
         "kv_bytes": kv_bytes(found),
     }
 

@@ -23,6 +23,11 @@ from tuner.vllm_tables.attention import LayerFacts
 MI300X = Target("0.32.0", "rocm", 8, 192.0, gpu_arch="gfx942", gpu_name="MI300X")
 MI250X = Target("0.32.0", "rocm", 8, 64.0, gpu_arch="gfx90a", gpu_name="MI250X")
 FA = {"attention-backend": "ROCM_AITER_FA"}
+H100 = Target("0.32.0", "cuda", 8, 80.0, gpu_arch="sm_90", gpu_name="H100")
+A100 = Target("0.32.0", "cuda", 8, 80.0, gpu_arch="sm_80", gpu_name="A100")
+B200 = Target("0.32.0", "cuda", 8, 178.4, gpu_arch="sm_100", gpu_name="B200")
+T4 = Target("0.32.0", "cuda", 1, 15.0, gpu_arch="sm_75")  # no GPU-table name: the arch alone
+INT8_HEAD = {"kv-cache-dtype": "int8_per_token_head"}
 CPU = Target("0.32.0", "cpu", 1)
 
 CASES = [
@@ -94,6 +99,46 @@ CASES = [
         id="aiter-mla-block-1",
     ),
     Case("attention-no-valid-backend", False, engine={"block-size": 16}, target=MI300X, id="16"),
+    # CUDA: platforms/cuda.py's order, read statically (scripts/vllm_cuda_priorities.py).
+    Case(
+        "attention-backend-invalid",
+        True,
+        engine={"attention-backend": "FLASHMLA"},
+        model="ds3",
+        target=A100,
+        severity=Severity.ERROR,
+        id="cuda-flashmla-on-sm80",
+    ),
+    Case(
+        "attention-backend-invalid",
+        True,
+        engine={"attention-backend": "FLASH_ATTN"},
+        target=T4,
+        id="cuda-fa-on-sm75",
+    ),
+    Case(
+        "attention-backend-invalid",
+        False,
+        engine={"attention-backend": "FLASH_ATTN"},
+        target=H100,
+        id="cuda-fa-on-sm90",
+    ),
+    Case(
+        "attention-no-valid-backend",
+        True,
+        engine={**INT8_HEAD, "block-size": 1},
+        target=H100,
+        severity=Severity.ERROR,
+        id="cuda-nothing-takes-it",
+    ),
+    Case("attention-no-valid-backend", False, engine=INT8_HEAD, target=H100, id="cuda-triton"),
+    Case(
+        "attention-no-valid-backend",
+        False,
+        engine={"kv-cache-dtype": "fp8", "block-size": 1},
+        target=H100,
+        id="cuda-unreadable-flashinfer-is-unknown",
+    ),
     # vLLM's SchedulerConfig refusals, read per release (scripts/vllm_config_checks.py).
     Case(
         "mbt-below-max-num-seqs",
@@ -349,3 +394,35 @@ def test_memory_fit_counts_an_encoder_decoders_cross_attention_per_request() -> 
         for f in check(EngineConfig(model="whisper"), model("whisper"), cpx, fewer)
         if f.rule == "memory-fit"
     ]
+
+
+@pytest.mark.parametrize(
+    ("target", "name", "engine", "picked"),
+    [
+        (H100, "llama8b", {}, "FLASH_ATTN"),  # first in CUDA's list below SM100 and takes it
+        (H100, "llama8b", INT8_HEAD, "TRITON_ATTN"),  # FA and FlashInfer refuse that KV dtype
+        (B200, "llama8b", {}, None),  # FlashInfer first on SM100: unreadable here, so unknown
+        (H100, "llama8b", {"kv-cache-dtype": "fp8"}, None),  # FA refuses fp8; FlashInfer unknown
+    ],
+)
+def test_the_backend_vllm_on_cuda_picks(
+    target: Target, name: str, engine: dict[str, Any], picked: str | None
+) -> None:
+    from tuner.rules.base import Context
+
+    ctx = Context(EngineConfig(model=name, engine=engine), model(name), target, None)
+    assert ctx.effective_backend() == picked
+
+
+def test_cuda_orders_for_values_never_probed_are_unknown() -> None:
+    release = exact("0.32.0")
+    assert release is not None and release.attention is not None
+    att = release.attention
+    mla = LayerFacts(head_size=576, mla=True, cuda_capability="10.0", num_heads=128)
+    assert att.cuda_order(mla) is not None
+    assert (
+        att.cuda_order(LayerFacts(head_size=576, mla=True, cuda_capability="10.0", num_heads=33))
+        is None
+    )
+    assert att.cuda_order(LayerFacts(head_size=128, cuda_capability="11.0")) is None
+    assert att.cuda_order(LayerFacts(head_size=128, cuda_capability="9.0"))[0] == "FLASH_ATTN"

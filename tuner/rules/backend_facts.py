@@ -26,6 +26,9 @@ class Context(Protocol):
     def rocm(self) -> bool: ...
 
     @property
+    def cuda(self) -> bool: ...
+
+    @property
     def aiter_on(self) -> bool: ...
 
     def flag(self, key: str, default: bool | None = None) -> bool: ...
@@ -66,7 +69,17 @@ def layer_facts(ctx: Context) -> LayerFacts | None:
         attn_type="encoder_decoder" if encoder_decoder else "decoder",
         arch=(ctx.target.gpu_arch or None) if ctx.rocm else None,
         kv_connector=ctx.is_set("kv-transfer-config"),
+        cuda_capability=cuda_capability(ctx.target.gpu_arch) if ctx.cuda else None,
+        num_heads=model.num_heads or None,
     )
+
+
+def cuda_capability(arch: str | None) -> str | None:
+    """A GPU table architecture ("sm_90", "sm_100") as vLLM writes a capability ("9.0", "10.0")."""
+    if not arch or not arch.startswith("sm_") or not arch[3:].isdigit():
+        return None
+    number = int(arch[3:])
+    return f"{number // 10}.{number % 10}"
 
 
 def rocm_pick(

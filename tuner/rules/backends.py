@@ -3,8 +3,8 @@
 Whether a backend can take the model at all (head size, KV-cache dtype, block size, MLA,
 sinks, attention type, GPU architecture, KV connectors) is read from the release's generated
 table (:mod:`tuner.vllm_tables.attention`), never from the guides. Three rules: a backend the
-config names that vLLM would refuse, (on ROCm) a layer no backend in the priority list
-takes, and a backend or cudagraph mode the platform's vLLM replaces with its own (CPU). The same facts validate every fix the other rules propose (:func:`fix_refusal`), so a
+config names that vLLM would refuse, (on ROCm and CUDA) a layer no backend in the priority
+list takes, and a backend or cudagraph mode the platform's vLLM replaces with its own (CPU). The same facts validate every fix the other rules propose (:func:`fix_refusal`), so a
 suggested backend is one vLLM starts with.
 """
 
@@ -19,7 +19,7 @@ from tuner.rules.base import AITER, Context, rule
 from tuner.rules.cudagraph import cudagraph_mode
 from tuner.rules.types import Finding, Severity
 from tuner.vllm_tables import exact
-from tuner.vllm_tables.attention import ROCM_SOURCE, SOURCE
+from tuner.vllm_tables.attention import CUDA_SOURCE, ROCM_SOURCE, SOURCE
 
 PLATFORM_SOURCE = "vLLM's platform classes (vllm/platforms/*.py; scripts/vllm_platforms.py)"
 # Where else a config can name the same setting (the fix clears them all).
@@ -42,8 +42,8 @@ def backend_invalid(ctx: Context) -> Iterator[Finding]:
         return
     fix: dict[str, Any] | None = None
     tail = ""
-    if ctx.rocm:
-        picked, _ = rocm_pick(ctx, table, facts)
+    if ctx.rocm or ctx.cuda:
+        picked, _ = rocm_pick(ctx, table, facts) if ctx.rocm else table.cuda_choice(facts)
         if picked:
             tail = f"; without the override vLLM picks {picked}"
             fix = dict.fromkeys(k for k in BACKEND_KEYS if ctx.is_set(k))
@@ -59,18 +59,19 @@ def backend_invalid(ctx: Context) -> Iterator[Finding]:
 
 @rule("attention-no-valid-backend")
 def no_valid_backend(ctx: Context) -> Iterator[Finding]:
-    """On ROCm, no backend in the release's priority list takes the model's layers."""
+    """On ROCm or CUDA, no backend in the release's priority list takes the model's layers."""
     facts, table = layer_facts(ctx), attention_table(ctx)
-    if ctx.backend or not ctx.rocm or facts is None or table is None:
+    if ctx.backend or not (ctx.rocm or ctx.cuda) or facts is None or table is None:
         return
-    picked, passed = rocm_pick(ctx, table, facts)
+    picked, passed = rocm_pick(ctx, table, facts) if ctx.rocm else table.cuda_choice(facts)
     if picked is None and passed:
+        knobs = tuple(k for k in ("kv-cache-dtype", "block-size") if ctx.is_set(k))
         yield Finding(
             Severity.ERROR,
-            tuple(k for k in ("kv-cache-dtype", "block-size") if ctx.is_set(k)) or (AITER,),
-            "no attention backend of vLLM's ROCm list takes this model with this config, so "
-            f"vLLM refuses to start ({_why(passed)})",
-            ROCM_SOURCE,
+            knobs or ((AITER,) if ctx.rocm else ("attention-backend",)),
+            f"no attention backend of vLLM's {'ROCm' if ctx.rocm else 'CUDA'} list takes this "
+            f"model with this config, so vLLM refuses to start ({_why(passed)})",
+            ROCM_SOURCE if ctx.rocm else CUDA_SOURCE,
             None,
         )
 
@@ -86,8 +87,8 @@ def fix_refusal(ctx: Context, fix: Mapping[str, Any]) -> str | None:
     if name:
         reasons = table.invalid_reasons(name, facts)
         return f"{name}: {', '.join(reasons)}" if reasons else None
-    if fixed.rocm:
-        picked, passed = rocm_pick(fixed, table, facts)
+    if fixed.rocm or fixed.cuda:
+        picked, passed = rocm_pick(fixed, table, facts) if fixed.rocm else table.cuda_choice(facts)
         return _why(passed) if picked is None and passed else None
     return None
 

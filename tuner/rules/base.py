@@ -127,6 +127,11 @@ class Context:
         """True when the target is a ROCm node."""
         return self.platform == "rocm"
 
+    @property
+    def cuda(self) -> bool:
+        """True when the target is an NVIDIA (CUDA) node."""
+        return self.platform == "cuda"
+
     def version_lt(self, version: str) -> bool | None:
         """Target vLLM older than ``version``; None when the target version is unknown."""
         mine = version_tuple(self.target.vllm_version)
@@ -171,6 +176,8 @@ class Context:
         """
         if self.backend:
             return self.backend
+        if self.cuda and self.model is not None:
+            return self._cuda_backend()
         if not self.rocm or self.model is None:
             return None
         if self.version_lt(ROCM_ATTN_FIRST_SINCE) is False:
@@ -189,6 +196,13 @@ class Context:
         if unified:
             return "ROCM_AITER_UNIFIED_ATTN"
         return "TRITON_ATTN"
+
+    def _cuda_backend(self) -> str | None:
+        """vLLM's CUDA walk over the release's priority list (None: no table, or unknown)."""
+        table, facts = attention_table(self), layer_facts(self)
+        if table is None or facts is None:
+            return None
+        return table.cuda_choice(facts)[0]
 
     def _backend_since_019(self) -> str:
         """vLLM ≥ 0.19's ROCm priority list (see :meth:`effective_backend`).
