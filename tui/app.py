@@ -27,7 +27,13 @@ from textual.drivers.linux_driver import LinuxDriver
 from tui.commands import TunelabCommands, bindings
 from tui.jobs import JobHost, Jobs
 from tui.key_actions import KeyActions
-from tui.messages import ConfigLoaded, IntrospectionReady, ModelRequested, TelemetryReady
+from tui.messages import (
+    ConfigLoaded,
+    IntrospectionReady,
+    ModelRequested,
+    TelemetryReady,
+    VllmValidated,
+)
 from tui.quiet_driver import QuietLinuxDriver
 from tui.screens.main import DEMO_LABEL, MainScreen
 from tui.services import Services
@@ -340,6 +346,32 @@ class TunelabApp(WorkerErrors, KeyActions, App[None]):
             self.notify(said.capitalize(), timeout=6)
 
         self.push_screen(TargetDialog(TargetDialog.text_of(current)), chosen)
+
+    def action_validate(self) -> None:
+        """``v``: the installed vLLM's own validation of the config, off the event loop."""
+        session = self.session
+        if session.preview is not None:
+            self.notify(
+                "Validation asks the vLLM installed here, not the previewed node's: "
+                "press g and clear the target first",
+                severity="warning",
+                timeout=8,
+            )
+            return
+        if checks.blocks_run([f for f in session.findings if f.rule == "policy"]):
+            self.notify(
+                "The preset policy refuses this config (see the findings); vLLM is not asked",
+                severity="error",
+                timeout=8,
+            )
+            return
+        self.notify("Asking the installed vLLM to build this config …", timeout=4)
+        self._validate(session.config)
+
+    @work(thread=True, exclusive=True, group="validate", exit_on_error=False)
+    def _validate(self, config: EngineConfig) -> None:
+        verdict = checks.ask_vllm(config)
+        self.main.post_message(VllmValidated(verdict))
 
     def action_capacity(self) -> None:
         # Deferred to first use: the first paint composes the main screen only.

@@ -122,6 +122,14 @@ ACTIONS: tuple[ActionSpec, ...] = (
         show=False,
     ),
     ActionSpec(
+        "v",
+        "validate",
+        "Validate",
+        "Ask the installed vLLM to build this config with its own validators (no engine; "
+        "~10 s the first time, then cached): its refusals join the findings, in its words",
+        show=False,
+    ),
+    ActionSpec(
         "d", "toggle_dark", "Light/dark", "Switch between the light and the dark theme", show=False
     ),
     ActionSpec("question_mark,f1", "help", "Keys", "Show every key of the app (? or F1)"),

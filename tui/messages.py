@@ -18,6 +18,7 @@ from textual.message import Message
 from tuner.bench.workload import Workload
 from tuner.config import EngineConfig, EngineValue
 from tuner.introspect import VllmInfo
+from tuner.lab.checks import VllmVerdict
 from tuner.model import ModelInfo
 from tuner.rules import Target
 from tuner.trials.events import TrialEvent
@@ -144,3 +145,10 @@ class ConfigLoaded(Message):
     config: EngineConfig | None
     label: str | None = None
     error: str | None = None
+
+
+@dataclass
+class VllmValidated(Message):
+    """The installed vLLM answered ``v`` (tuner.lab.checks.ask_vllm), from a worker thread."""
+
+    verdict: VllmVerdict

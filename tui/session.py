@@ -14,6 +14,7 @@ from tui.services import Services
 from tuner.bench.workload import Workload
 from tuner.config import EngineConfig
 from tuner.introspect import VllmInfo
+from tuner.lab.checks import VllmVerdict
 from tuner.model import ModelInfo
 from tuner.rules import Finding, Target
 from tuner.trials.model import Trial
@@ -44,6 +45,8 @@ class Session:
         gpu_count: GPUs seen by telemetry (0: none).
         preview: Another node's target the rules judge against instead of this one
             (``tunelab tui --gpu MI300X``, the ``g`` dialog); runs still run here.
+        verdict: The installed vLLM's own validation of a config (``v``); its findings
+            join the rules' while the config is the one it was asked about.
     """
 
     services: Services
@@ -60,6 +63,7 @@ class Session:
     trials: list[Trial] = field(default_factory=list)
     gpu_count: int | None = None
     preview: Target | None = None
+    verdict: VllmVerdict | None = None
 
     @property
     def rules_target(self) -> Target:

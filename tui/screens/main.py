@@ -34,6 +34,7 @@ from tui.messages import (
     ModelAnalyzed,
     RunEvent,
     TelemetryReady,
+    VllmValidated,
     WorkloadChanged,
 )
 from tui.session import Session
@@ -170,13 +171,14 @@ class MainScreen(Screen[None]):
     def recheck(self) -> list[Finding]:
         """Run the rules (and the invalid knob texts) on the current config; show the findings."""
         session = self.session
-        session.findings = checks.findings(
+        found = checks.findings(
             session.config,
             session.model_info,
             session.rules_target,
             session.workload,
             session.invalid,
         )
+        session.findings = checks.with_verdict(found, session.verdict, session.config)
         empty = checks.no_findings_text(session.model_info, session.rules_target)
         self.query_one(FindingsPanel).show(session.findings, empty)
         self.app.refresh_bindings()  # `f` is offered only while a finding has a fix
@@ -190,6 +192,18 @@ class MainScreen(Screen[None]):
         return self.query_one(RunPanel)
 
     # -- messages up ---------------------------------------------------------
+
+    @on(VllmValidated)
+    def _vllm_validated(self, message: VllmValidated) -> None:
+        """vLLM's own verdict joins the findings while the config is the one it judged."""
+        self.session.verdict = message.verdict
+        self.recheck()
+        stale = message.verdict.config != self.session.config
+        note = message.verdict.note + (" (the config has changed since)" if stale else "")
+        refused = checks.blocks_run(message.verdict.findings)
+        self.app.notify(
+            note[:1].upper() + note[1:], severity="error" if refused else "information", timeout=10
+        )
 
     @on(KnobChanged)
     def _knob_changed(self, message: KnobChanged) -> None:

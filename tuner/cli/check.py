@@ -24,7 +24,7 @@ from tuner.cli.safe_text import markup as escape
 from tuner.knobs.gpus import GpuNameError, lookup
 from tuner.knobs.versions import parse_version
 from tuner.lab import config as lab_config
-from tuner.lab.checks import blocks_run, no_findings_text, rules_findings
+from tuner.lab.checks import ask_vllm, blocks_run, no_findings_text, rules_findings, with_verdict
 from tuner.lab.target import for_check
 from tuner.lab.workload import shape_for_check
 from tuner.model import ModelError, analyze
@@ -86,13 +86,9 @@ def check_command(
     workload = _workload(loaded, concurrency, input_len, output_len, goal.value if goal else None)
     findings = rules_findings(config, info, target, workload)
     if validate and not blocks_run([f for f in findings if f.rule == "policy"]):
-        from tuner.vllm_validate import validate as ask_vllm  # a subprocess: only when asked
-
-        answer = ask_vllm(config)
-        notes.append(
-            f"validated by the installed vLLM {answer.vllm_version or '?'} on this machine"
-        )
-        findings = sorted([*findings, *answer.findings()], key=lambda f: f.severity.rank)
+        verdict = ask_vllm(config)
+        notes.append(f"{verdict.note} (on this machine)")
+        findings = with_verdict(findings, verdict, config)
     if as_json:
         for note in notes:
             typer.echo(f"note: {clean(note)}", err=True)

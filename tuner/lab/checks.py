@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from tuner.bench.workload import Workload
 from tuner.config import EngineConfig
@@ -60,6 +61,51 @@ def findings(
     shape = WorkloadShape.from_workload(workload) if workload is not None else None
     typed = [invalid_value(k, e) for k, e in sorted((invalid or {}).items())]
     return typed + rules_findings(config, model, target, shape)
+
+
+@dataclass(frozen=True)
+class VllmVerdict:
+    """What the installed vLLM said of one config (``check --validate``, the TUI's ``v``).
+
+    Attributes:
+        config: The config asked about: the findings hold for it only.
+        findings: vLLM's refusals as errors (a warning when it could not answer).
+        note: One line saying who answered and what, for the face to show.
+    """
+
+    config: EngineConfig
+    findings: list[Finding]
+    note: str
+
+
+def ask_vllm(config: EngineConfig) -> VllmVerdict:
+    """The installed vLLM's own validation of ``config`` (a subprocess, cached; no engine).
+
+    The one call both faces make. Validating is the installed release's answer,
+    whatever target the rules judge against; the caller has checked the policy
+    first (the probe builds the config: nothing it runs may load code).
+    """
+    # A subprocess that imports vLLM: loaded only when asked.
+    from tuner.vllm_validate import validate
+
+    answer = validate(config)
+    who = f"the installed vLLM {answer.vllm_version or '?'}"
+    if answer.error:
+        note = f"{who} did not answer ({answer.error})"
+    elif answer.ok:
+        note = f"validated by {who}: it builds this config"
+    else:
+        note = f"{who} refuses this config: {len(answer.refusals)} refusal(s) in the findings"
+    return VllmVerdict(config, answer.findings(), note)
+
+
+def with_verdict(
+    found: Sequence[Finding], verdict: VllmVerdict | None, config: EngineConfig
+) -> list[Finding]:
+    """``found`` plus vLLM's findings when ``verdict`` is about ``config`` (errors first)."""
+    if verdict is None or verdict.config != config:
+        return list(found)
+    return sorted([*found, *verdict.findings], key=lambda f: f.severity.rank)
 
 
 def blocks_run(found: Sequence[Finding]) -> bool:

@@ -200,8 +200,7 @@ def fit(
         info, kv_cache_dtype, tensor_parallel_size, pipeline_parallel_size
     )
     state_tokens = math.ceil(state / per_token)
-    held = math.ceil(requests / dp) if requests is not None else seqs
-    need += held * state_tokens
+    need += (math.ceil(requests / dp) if requests is not None else seqs) * state_tokens
     return FitEstimate(
         usable_bytes_per_gpu=usable,
         weights_bytes_per_gpu=weights,

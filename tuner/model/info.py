@@ -417,6 +417,38 @@ def _kv_layers(cfg: dict[str, Any], layers: int) -> int | None:
     return None
 
 
+def _hybrid(
+    cfg: dict[str, Any], layers: int, dtype: str, notes: list[str]
+) -> tuple[int | None, int]:
+    """(layers keeping a KV cache or None, the others' recurrent state elements), noted."""
+    kv_layers = _kv_layers(cfg, layers)
+    if kv_layers is None:
+        return None, 0
+    recurrent = _state_layers(cfg, layers - kv_layers) * hybrid_state.elements_per_layer(cfg)
+    state = (
+        f"{recurrent * DTYPE_BYTES.get(dtype.lower(), 2) / 2**20:,.1f} MiB per request, "
+        "counted per request in the fit"
+        if recurrent
+        else "not known for this family, not counted"
+    )
+    notes.append(
+        f"hybrid model: {kv_layers} of {layers} layers keep a KV cache; the others "
+        f"(linear attention / Mamba) keep a fixed per-request state ({state})"
+    )
+    return kv_layers, recurrent
+
+
+def _encoder(cfg: dict[str, Any], layers: int, notes: list[str]) -> encoder_decoder.EncoderFacts:
+    """An encoder-decoder's encoder, noted."""
+    encoder = encoder_decoder.encoder_facts(cfg)
+    notes.append(
+        f"encoder-decoder: {encoder.layers} encoder and {layers} decoder layers; the decoder's "
+        f"KV per generated token, plus cross-attention K/V of {encoder.positions:,} encoder "
+        "positions per request, counted per request in the fit"
+    )
+    return encoder
+
+
 def _state_layers(cfg: dict[str, Any], other: int) -> int:
     """Layers that keep a recurrent state: Nemotron-H's ``M`` (its ``-`` are MLPs), the
     linear-attention / Mamba kinds of ``layer_types``, else every non-attention layer."""
@@ -460,27 +492,8 @@ def from_config(raw: dict[str, Any], *, name: str, source: str, path: Path | Non
         notes.append("config names no dtype; bfloat16 assumed")
     est = encoder_decoder.param_estimate(cfg) if encdec else estimate_params(cfg, moe)
     weight_bytes, routed_share = _weight_bytes(est, qcfg, quant, dtype)
-    kv_layers = _kv_layers(cfg, layers)
-    recurrent = 0
-    if kv_layers is not None:
-        recurrent = _state_layers(cfg, layers - kv_layers) * hybrid_state.elements_per_layer(cfg)
-        state = (
-            f"{recurrent * DTYPE_BYTES.get(dtype.lower(), 2) / 2**20:,.1f} MiB per request, "
-            "counted per request in the fit"
-            if recurrent
-            else "not known for this family, not counted"
-        )
-        notes.append(
-            f"hybrid model: {kv_layers} of {layers} layers keep a KV cache; the others "
-            f"(linear attention / Mamba) keep a fixed per-request state ({state})"
-        )
-    encoder = encoder_decoder.encoder_facts(cfg) if encdec else None
-    if encoder is not None:
-        notes.append(
-            f"encoder-decoder: {encoder.layers} encoder and {layers} decoder layers; the decoder's "
-            f"KV per generated token, plus cross-attention K/V of {encoder.positions:,} encoder "
-            "positions per request, counted per request in the fit"
-        )
+    kv_layers, recurrent = _hybrid(cfg, layers, dtype, notes)
+    encoder = _encoder(cfg, layers, notes) if encdec else None
     return ModelInfo(
         name=name,
         source=source,
