@@ -86,6 +86,7 @@ def test_a_turn_is_the_history_with_the_answers() -> None:
         ({"think_time_s": -1.0}, "think_time_s must be 0 to"),
         ({"duration_s": 5.0}, "drop --duration"),
         ({"dataset_path": "x.jsonl"}, "reads no file"),
+        ({"prefix_len": 32}, "--prefix-groups N >= 1"),
     ],
 )
 def test_the_workload_says_what_is_wrong(fields: dict[str, object], words: str) -> None:
@@ -136,6 +137,28 @@ async def test_each_turn_sends_the_history_and_the_real_answers(
         < figures[2]["mean_prompt_len"]
     )
     assert all(f["median_ttft_ms"] > 0 and f["completed"] == 3 for f in figures)
+
+
+@pytest.mark.parametrize("endpoint", ["completions", "chat"])
+async def test_the_agentic_case_opens_every_conversation_with_a_shared_system_prompt(
+    stub: StubProcess, demo_model_path: Path, pool: TokenPool, endpoint: str
+) -> None:
+    """--prefix-len/--prefix-groups with sessions: one system/tool prompt shared by all
+    conversations (a ``system`` message in chat), before each conversation's history."""
+    wl = sessions(prefix_len=24, prefix_groups=1, endpoint=endpoint, turns=2)
+    res = await run(stub, wl, demo_model_path)
+    assert res.completed == 6
+    plan = plan_sessions(wl, pool)
+    system = plan.conversations[0].system
+    assert system and all(c.system == system for c in plan.conversations)
+    for entry in stub.log():
+        sent = entry["prompt"]
+        if endpoint == "chat":
+            assert sent[0] == ["system", system] and sent[1][0] == "user"
+        else:
+            assert sent.startswith(system + SEPARATOR)
+    two = plan_sessions(sessions(prefix_len=24, prefix_groups=2), pool).conversations
+    assert two[0].system != two[1].system and two[0].system == two[2].system
 
 
 async def test_conversations_open_at_once_stay_within_the_concurrency(

@@ -57,12 +57,14 @@ class Conversation:
         user_turns: The user's text for each turn.
         output_lens: Tokens asked for each answer.
         think_s: The pause before each turn after the first (seconds).
+        system: The shared system/tool prompt it opens with ("" for none).
     """
 
     index: int
     user_turns: tuple[str, ...]
     output_lens: tuple[int, ...]
     think_s: tuple[float, ...]
+    system: str = ""
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,7 @@ def plan_sessions(workload: Workload, pool: TokenPool) -> SessionPlan:
     texts = random_prompts(
         dataclasses.replace(workload, text_prompts=True), pool, n * turns, salt=7
     )
+    systems = _system_prompts(workload, pool)
     out = []
     for i in range(n):
         mine = texts[i * turns : (i + 1) * turns]
@@ -106,15 +109,35 @@ def plan_sessions(workload: Workload, pool: TokenPool) -> SessionPlan:
                 user_turns=tuple(str(p.prompt) for p in mine),
                 output_lens=tuple(p.output_len for p in mine),
                 think_s=think,
+                system=systems[i % len(systems)] if systems else "",
             )
         )
     return SessionPlan(tuple(out), workload.max_context)
 
 
+def _system_prompts(workload: Workload, pool: TokenPool) -> list[str]:
+    """``prefix_groups`` shared system/tool prompts of ``prefix_len`` tokens (the agentic
+    case: every conversation of a group opens with the same one, as an agent's tools do)."""
+    if not (workload.prefix_len and workload.prefix_groups):
+        return []
+    assert pool.decode is not None
+    rng = random.Random(workload.seed * 7_777_777 + 5)
+    ids = pool.ids
+    return [
+        pool.decode([ids[rng.randrange(len(ids))] for _ in range(workload.prefix_len)])
+        for _ in range(workload.prefix_groups)
+    ]
+
+
 def history_prompt(
-    user_turns: Sequence[str], answers: Sequence[str], output_len: int, chat: bool
+    user_turns: Sequence[str],
+    answers: Sequence[str],
+    output_len: int,
+    chat: bool,
+    system: str = "",
 ) -> Prompt:
-    """The prompt of turn ``len(user_turns)``: every earlier turn and answer, then the new turn.
+    """The prompt of turn ``len(user_turns)``: the system prompt, every earlier turn and
+    answer, then the new turn.
 
     ``answers`` holds one answer per earlier turn. The length is left to the
     server's usage report (-1): a chat template adds tokens, and text joined
@@ -122,12 +145,12 @@ def history_prompt(
     """
     assert len(answers) == len(user_turns) - 1
     if chat:
-        messages: list[tuple[str, str]] = []
+        messages: list[tuple[str, str]] = [("system", system)] if system else []
         for user, answer in zip(user_turns, answers, strict=False):
             messages += [("user", user), ("assistant", answer)]
         messages.append(("user", user_turns[-1]))
         return Prompt(user_turns[-1], -1, output_len, messages=tuple(messages))
-    parts: list[str] = []
+    parts: list[str] = [system] if system else []
     for user, answer in zip(user_turns, answers, strict=False):
         parts += [user, answer]
     parts.append(user_turns[-1])
@@ -165,7 +188,9 @@ class SessionRun:
             for k, output_len in enumerate(conv.output_lens):
                 if k and conv.think_s[k]:
                     await asyncio.sleep(conv.think_s[k])
-                prompt = history_prompt(conv.user_turns[: k + 1], answers, output_len, self.chat)
+                prompt = history_prompt(
+                    conv.user_turns[: k + 1], answers, output_len, self.chat, conv.system
+                )
                 limit = self.plan.max_context
                 if limit and estimated_tokens(prompt, self.pool) + output_len > limit:
                     self.cut_by_context += len(conv.output_lens) - k

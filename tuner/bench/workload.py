@@ -120,7 +120,9 @@ class Workload:
             a Mooncake trace with ``hash_ids``, replayed at its arrival times:
             tuner.bench.trace) or "prefix" (random prompts sharing
             prefix_groups prefixes of prefix_len tokens, for prefix caching).
-        prefix_groups: Distinct shared prefixes for the "prefix" kind.
+        prefix_groups: Distinct shared prefixes for the "prefix" kind; for
+            "sessions", distinct shared system prompts (conversation i opens
+            with prompt i mod prefix_groups).
         prefix_len: Tokens of each shared prefix (before input_len more).
         time_scale: The "trace" kind's inter-arrival gaps are multiplied by
             this (0.5 replays twice as fast); 1 for every other kind.
@@ -248,6 +250,12 @@ class Workload:
         if self.dataset_kind in (DatasetKind.JSONL, DatasetKind.TRACE) and not self.dataset_path:
             raise WorkloadError(f"the {self.dataset_kind} dataset needs --dataset FILE.jsonl")
         needs_prefix = not (self.prefix_groups >= 1 and self.prefix_len >= 1)
+        shared = bool(self.prefix_groups or self.prefix_len)
+        if self.dataset_kind == DatasetKind.SESSIONS and shared and needs_prefix:
+            raise WorkloadError(
+                "a shared system prompt for sessions needs --prefix-len L >= 1 tokens and "
+                "--prefix-groups N >= 1 (1: every conversation shares one)"
+            )
         if self.dataset_kind == DatasetKind.PREFIX and needs_prefix:
             raise WorkloadError(
                 "the prefix dataset needs --prefix-groups N >= 1 and --prefix-len L >= 1 tokens"

@@ -86,10 +86,17 @@ MaxContextOpt = Annotated[
     ),
 ]
 PrefixGroupsOpt = Annotated[
-    int, typer.Option("--prefix-groups", help="prefix kind: distinct shared prefixes.")
+    int,
+    typer.Option(
+        "--prefix-groups",
+        help="prefix kind: distinct shared prefixes; sessions: distinct shared system prompts.",
+    ),
 ]
 PrefixLenOpt = Annotated[
-    int, typer.Option("--prefix-len", help="prefix kind: tokens per shared prefix.")
+    int,
+    typer.Option(
+        "--prefix-len", help="prefix kind: tokens per shared prefix; sessions: per system prompt."
+    ),
 ]
 EndpointOpt = Annotated[str, typer.Option("--endpoint", help="completions or chat.")]
 TextPromptsOpt = Annotated[
