@@ -28,6 +28,7 @@ from rich.table import Table
 from tuner.bench.errors import BenchError
 from tuner.bench.run_limits import DEFAULT_MAX_CONSECUTIVE_FAILURES, BenchStopped, GuardOptionError
 from tuner.bench.sessions import turn_figures
+from tuner.bench.steady import no_window_reason
 from tuner.bench.text import clean as _clean
 from tuner.bench.text import shown
 from tuner.bench.workload import Workload, WorkloadError
@@ -351,6 +352,7 @@ def _print_table(result: BenchResult) -> None:
     for kind, count in flags.counts.items():
         example = flags.examples.get(kind, "")
         console.print(f"[yellow]flagged: {count} × {shown(kind)}[/] — {shown(example)}")
+    console.print(f"[bold]steady window:[/] {steady_line(result)}")
     console.print(f"[bold]server:[/] {_server_line(result)}")
     prefix = _prefix_line(result)
     if prefix:
@@ -380,6 +382,19 @@ def turn_table(result: BenchResult) -> Table | None:
             f"{t.median_ttft_ms:.2f}", f"{t.median_itl_ms:.2f}",
         )  # fmt: skip
     return table
+
+
+def steady_line(result: BenchResult) -> str:
+    """The steady window's throughput beside the whole run's, or why the run has none."""
+    win = result.steady
+    if win is None:
+        why = no_window_reason(result.workload, len(result.records)) or "no length"
+        return f"none ({why}); the figures above are the whole run's"
+    whole = result.metrics["output_throughput"]
+    return (
+        f"{win.output_throughput:.1f} output tok/s from {win.start_s:.2f} s (full load) to "
+        f"{win.end_s:.2f} s (the last send), {win.requests} requests; whole run {whole:.1f}"
+    )
 
 
 def _prefix_line(result: BenchResult) -> str | None:
