@@ -185,3 +185,22 @@ def test_a_pydantic_refusal_names_each_field() -> None:
         "vLLM refused the config (CompilationConfig): level: Extra inputs are not permitted; "
         "mode: Input should be 0, 1, 2 or 3"
     )
+
+
+def test_a_truncated_compile_cache_entry_is_named_with_its_fix() -> None:
+    """Lines of a real failed start (vLLM 0.32 CPU engine, 2026-11-28): an earlier engine was
+    SIGKILLed while inductor wrote a kernel, leaving a 0-byte .so every later start loaded."""
+    so = "/tmp/torchinductor_root/xn/cxn7xgp4k53vytk5tjvu7jfiboamdahedltbzizgvtsu5rltvfea.main.so"
+    lines = [
+        "(EngineCore pid=22463) ERROR 11-28 22:38:59 [core.py:1510] RuntimeError: Worker failed "
+        "with error 'backend='inductor' raised:",
+        f"(EngineCore pid=22463) ERROR 11-28 22:38:59 [core.py:1510] ImportError: {so}: file too short",
+        "(EngineCore pid=22463) ERROR 11-28 22:38:59 [core.py:1510] ', please check the stack "
+        "trace above for the root cause",
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core "
+        "proc(s): {'EngineCore': 1}",
+    ]
+    said = logscan.failure_reason(lines, 1)
+    assert so in said and f"rm {so}" in said and "truncated" in said
+    assert logscan.known_cause(lines[:1] + lines[2:]) is None  # without the ImportError line
+    assert "Engine core initialization failed" in logscan.failure_reason(lines[:1] + lines[2:], 1)

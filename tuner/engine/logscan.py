@@ -192,9 +192,29 @@ def pydantic_refusal(cleaned: list[str], index: int) -> str | None:
     return None
 
 
+# torch's inductor loads a compiled kernel (.so) from its cache; an engine killed while it
+# wrote one leaves a truncated file that every later start loads and dies on (seen here:
+# a 0-byte .so after a SIGKILL of a test run mid-compile failed 14 engine starts in a row).
+_TRUNCATED_SO_RE = re.compile(r"ImportError: (?P<path>/\S+\.so): file too short")
+
+
+def known_cause(lines: list[str]) -> str | None:
+    """A failed start whose cause tunelab recognises, said with its fix; None otherwise."""
+    for line in reversed(lines):
+        found = _TRUNCATED_SO_RE.search(line)
+        if found:
+            path = found["path"]
+            return (
+                f"torch's compile cache holds a truncated kernel, {path} (an engine killed "
+                "while compiling leaves half a file, and every start loads it); delete it "
+                f"(rm {path}) or the whole cache directory, and start again"
+            )
+    return None
+
+
 def failure_reason(lines: list[str], returncode: int | None = None) -> str:
     """The most telling error line of a failed start, in one line a user can act on."""
-    found = last_error(lines)
+    found = known_cause(lines) or last_error(lines)
     if found:
         return found
     cleaned = [strip_prefix(line) for line in lines if line.strip()]
