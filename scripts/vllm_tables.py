@@ -8,8 +8,9 @@ string, a path, a dict or an import name is refused unless tunelab's policy know
 (``tuner/policy/``). The table is read from vLLM's own objects:
 
 - serve options: the parser of ``vllm serve`` (``make_arg_parser(FlexibleArgumentParser())``,
-  vllm/entrypoints/launchers/cli_args.py) — each action's type, choices and nargs, and the type
-  its value is parsed into (the config dataclass behind ``--compilation-config`` ...);
+  vllm/entrypoints/launchers/cli_args.py; entrypoints/common/cli_args.py from 0.33) — each
+  action's type, choices and nargs, and the type its value is parsed into (the config dataclass
+  behind ``--compilation-config`` ...);
 - configs: every dataclass or pydantic config reachable from a JSON-valued option, field by
   field (``dataclasses.fields`` and the annotations, resolved where they resolve);
 - environment variables: ``vllm/envs.py`` ``environment_variables``, each reader classified
@@ -146,6 +147,15 @@ def config_fields(cls: type, configs: dict[str, type]) -> dict[str, Any]:
 
 
 # -- serve options -------------------------------------------------------------------------------
+def _cli_args() -> types.ModuleType:
+    """The module of ``vllm serve``'s parser: entrypoints/common/ from 0.33, launchers/ before."""
+    try:
+        from vllm.entrypoints.common import cli_args
+    except ImportError:
+        from vllm.entrypoints.launchers import cli_args
+    return cli_args
+
+
 def _inner_type(fn: Any) -> Any:
     """The type an argparse ``type=`` callable of vLLM's parses into (through its wrappers)."""
     for _ in range(4):
@@ -172,17 +182,23 @@ def _inner_type(fn: Any) -> Any:
 
 def option_types(dest_hints: dict[str, Any], configs: dict[str, type]) -> dict[str, Any]:
     """Every long option of ``vllm serve`` with what its value is."""
-    from vllm.entrypoints.launchers.cli_args import make_arg_parser
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    parser = make_arg_parser(FlexibleArgumentParser())
+    parser = _cli_args().make_arg_parser(FlexibleArgumentParser())
+    # Every string the parser accepts for an action: from 0.33 its EnableDisableAction pairs
+    # --enable-x with --disable-x and keeps --no-enable-x registered but out of option_strings.
+    accepted: dict[int, set[str]] = {}
+    for string, act in parser._option_string_actions.items():
+        accepted.setdefault(id(act), set()).add(string)
     out: dict[str, Any] = {}
     for action in parser._actions:
-        longs = [o[2:] for o in action.option_strings if o.startswith("--")]
-        names = [n for n in longs if not n.startswith("no-")]
+        strings = {*action.option_strings, *accepted.get(id(action), ())}
+        negative = set(getattr(action, "negative_option_strings", ()))  # 0.33 --disable-x
+        longs = [o[2:] for o in sorted(strings) if o.startswith("--")]
+        names = [n for n in longs if not n.startswith("no-") and f"--{n}" not in negative]
         if not names or isinstance(action, argparse._HelpAction):
             continue
-        negations = sorted(n for n in longs if n.startswith("no-"))
+        negations = sorted(n for n in longs if n not in names)
         value = _option_value(action, dest_hints.get(action.dest), configs)
         for name in names:
             out[name] = {"dest": action.dest, "value": value, "negations": negations}
@@ -218,8 +234,8 @@ def _option_value(action: argparse.Action, hint: Any, configs: dict[str, type]) 
 def dest_hints() -> dict[str, Any]:
     """Field annotations of the argument dataclasses behind the parser (EngineArgs, FrontendArgs)."""
     from vllm.engine.arg_utils import AsyncEngineArgs
-    from vllm.entrypoints.launchers import cli_args
 
+    cli_args = _cli_args()
     hints = field_hints(AsyncEngineArgs)
     for name in dir(cli_args):
         obj = getattr(cli_args, name)
