@@ -126,3 +126,39 @@ def test_the_stage_line_keeps_the_current_stage_in_36_columns(stage: str) -> Non
     assert len(shown) <= 36 or stage == "ready"
     assert ("measuring" if stage == "done" else stage) in shown[:36]
     assert stage_line(stage, "CPU_ATTN").plain.startswith("starting")  # room unknown: all
+
+
+async def test_the_footer_never_cuts_a_label_under_the_pinned_keys() -> None:
+    """At 80 columns the main screen's footer had "l Log? Keys": the last left key cut
+    mid-label under the pinned `? Keys` (issue 32's footer artefacts). Every key drawn lies
+    whole left of the pinned group, and a wider terminal shows the hidden ones again."""
+    from textual.widgets._footer import FooterKey
+
+    from tests.support.tui_harness import services, settle
+    from tui.app import TunelabApp
+
+    app = TunelabApp(services=services())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        # A finding with a fix adds `f Fix`: nine keys, more than 80 columns hold.
+        app.session.config = app.session.config.with_values({"max-num-seqs": 2})
+        app.main.refresh_all()
+        await pilot.pause(0.3)
+        assert app.check_action("fix", ())
+
+        def drawn() -> tuple[int, list, list]:  # type: ignore[type-arg]
+            footer = app.main.query_one(TunelabFooter)
+            edge = footer.query_one("#footer-pinned").region.x
+            pinned = footer.query_one("#footer-pinned")
+            keys = [k for k in footer.query(FooterKey) if k.parent is not pinned]
+            return edge, [k for k in keys if k.display], keys
+
+        edge, shown, keys = drawn()
+        assert 0 < edge < 80
+        for key in shown:  # whole, and a column apart from the pinned keys
+            assert key.region.right < edge and key.region.width == key.outer_size.width
+        assert 0 < len(shown) < len(keys)  # some give way at 80 columns, whole
+        await pilot.resize_terminal(200, 48)
+        await pilot.pause(0.3)
+        _edge, shown_wide, keys = drawn()
+        assert len(shown_wide) == len(keys)  # all back when there is room
