@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 
 import pytest
 
@@ -142,6 +143,14 @@ def test_one_repeat_never_declares_a_winner() -> None:
     assert math.isinf(c.ci_low) and math.isinf(c.ci_high)
     assert "2 repeats" in c.reason
     assert "interval unknown" in format_relative(c)
+
+
+def test_changes_past_1000_percent_drop_the_decimal() -> None:
+    c = compare("p99_ttft_ms", [10.0, 11.0, 12.0], [800.0, 840.0, 880.0])
+    text = format_relative(c)
+    assert re.fullmatch(r"\+\d{4}% \[\+\d{4}%, \+\d{4}%\]", text), text
+    small = format_relative(compare("output_throughput", [100, 101, 99], [110, 111, 109]))
+    assert small.startswith("+10.0%"), small
 
 
 def test_min_effect_keeps_a_negligible_win_from_counting() -> None:

@@ -429,5 +429,11 @@ def format_relative(c: Comparison) -> str:
     if c.rel_diff is None:
         return f"{c.diff:+.4g} (A's mean is 0)"
     if c.rel_ci_low is None or c.rel_ci_high is None or math.isinf(c.ci_low):
-        return f"{c.rel_diff:+.1%} [interval unknown]"
-    return f"{c.rel_diff:+.1%} [{c.rel_ci_low:+.1%}, {c.rel_ci_high:+.1%}]"
+        return f"{_pct(c.rel_diff)} [interval unknown]"
+    return f"{_pct(c.rel_diff)} [{_pct(c.rel_ci_low)}, {_pct(c.rel_ci_high)}]"
+
+
+def _pct(x: float) -> str:
+    """A signed percentage: one decimal below ±1000 %, none above (a tenth of a percent of a
+    79-fold change says nothing, and the digits pushed the verdict off an 80-column row)."""
+    return f"{x:+.1%}" if abs(x) < 10 else f"{x:+.0%}"
