@@ -21,10 +21,13 @@ from textual.widgets._footer import FooterKey
 PINNED = ("help", "quit")
 ORDER = (*PINNED, "command_palette")
 NARROW = 100  # below this many columns the palette key is hidden
+FIT_TRIES = 20  # looks at the layout, 50 ms apart, before a fit gives up until the next resize
 
 
 class TunelabFooter(Footer):
     """A Footer whose Keys, Quit (and palette) entries sit together on the right edge."""
+
+    _tries = FIT_TRIES
 
     def compose(self) -> ComposeResult:
         pinned: list[FooterKey] = []
@@ -39,12 +42,14 @@ class TunelabFooter(Footer):
             pinned.sort(key=lambda key: ORDER.index(key.action.removeprefix("app.")))
             with HorizontalGroup(id="footer-pinned"):
                 yield from pinned
+        self._tries = FIT_TRIES
         self.call_after_refresh(self._fit)
 
     def on_resize(self, event: Resize) -> None:
         self.set_class(event.size.width < NARROW, "-narrow")
         for key in self._left_keys():
             key.display = True
+        self._tries = FIT_TRIES
         self.call_after_refresh(self._fit)
 
     def _left_keys(self) -> list[FooterKey]:
@@ -60,7 +65,11 @@ class TunelabFooter(Footer):
         keys = self._left_keys()
         edge = groups.first().region.x
         if edge <= 0 or any(k.display and not k.region.width for k in keys):
-            self.set_timer(0.05, self._fit)  # not laid out yet (a recompose): look again
+            # Not laid out yet (a recompose), or the screen is not shown: look again a few
+            # times, never for ever (a footer under another screen must not wake the app).
+            self._tries -= 1
+            if self._tries > 0:
+                self.set_timer(0.05, self._fit)
             return
         covered = False
         for key in keys:
