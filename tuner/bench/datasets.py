@@ -137,16 +137,22 @@ def _jsonl_items(path: str, default_output_len: int) -> list[tuple[str, int]]:
     return items
 
 
+def shared_prefixes(workload: Workload, pool: TokenPool) -> list[list[int]]:
+    """``prefix_groups`` seeded prefixes of ``prefix_len`` token ids: the "prefix" kind's
+    shared prefixes, and the sessions kind's shared system prompts (the same draw)."""
+    rng = random.Random(workload.seed * 7_777_777 + 5)  # same prefixes for warm-ups too
+    ids = pool.ids
+    return [
+        [ids[rng.randrange(len(ids))] for _ in range(workload.prefix_len)]
+        for _ in range(workload.prefix_groups)
+    ]
+
+
 def prefix_prompts(
     workload: Workload, pool: TokenPool, count: int, *, salt: int = 0
 ) -> list[Prompt]:
     """Random prompts, request i opening with shared prefix i mod prefix_groups."""
-    rng = random.Random(workload.seed * 7_777_777 + 5)  # same prefixes for warm-ups too
-    ids = pool.ids
-    prefixes = [
-        [ids[rng.randrange(len(ids))] for _ in range(workload.prefix_len)]
-        for _ in range(workload.prefix_groups)
-    ]
+    prefixes = shared_prefixes(workload, pool)
     suffixes = random_prompts(workload, pool, count, salt=salt)
     out: list[Prompt] = []
     for i, p in enumerate(suffixes):

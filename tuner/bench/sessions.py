@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from time import perf_counter
 from typing import Any
 
+from tuner.bench.datasets import shared_prefixes
 from tuner.bench.prompts import Prompt, TokenPool, random_prompts
 from tuner.bench.record import RequestRecord
 from tuner.bench.workload import Workload, WorkloadError
@@ -121,12 +122,7 @@ def _system_prompts(workload: Workload, pool: TokenPool) -> list[str]:
     if not (workload.prefix_len and workload.prefix_groups):
         return []
     assert pool.decode is not None
-    rng = random.Random(workload.seed * 7_777_777 + 5)
-    ids = pool.ids
-    return [
-        pool.decode([ids[rng.randrange(len(ids))] for _ in range(workload.prefix_len)])
-        for _ in range(workload.prefix_groups)
-    ]
+    return [pool.decode(ids) for ids in shared_prefixes(workload, pool)]
 
 
 def history_prompt(
