@@ -94,9 +94,14 @@ class BenchResult:
     @property
     def steady(self) -> SteadyWindow | None:
         """The closed-loop run's steady window (tuner.bench.steady); None: see steady_note."""
-        if no_window_reason(self.workload, len(self.records)) or not self.workload.concurrency:
+        if self.steady_note is not None or not self.workload.concurrency:
             return None
         return steady_window(self.records, self.workload.concurrency)
+
+    @property
+    def steady_note(self) -> str | None:
+        """Why this run has no steady window (None when it may have one)."""
+        return no_window_reason(self.workload, len(self.records))
 
     @property
     def one_chunk_fraction(self) -> float:
@@ -177,9 +182,7 @@ class BenchResult:
             extra["trace_block_reuse"] = self.trace_block_reuse
         steady = self.steady
         extra["steady"] = (
-            steady.to_dict()
-            if steady is not None
-            else {"none": no_window_reason(self.workload, len(self.records)) or "no length"}
+            steady.to_dict() if steady is not None else {"none": self.steady_note or "no length"}
         )
         if turns := turn_figures(self.records):
             extra["sessions"] = {"turns": [t.to_dict() for t in turns], "cut": self.turns_cut}

@@ -28,7 +28,6 @@ from rich.table import Table
 from tuner.bench.errors import BenchError
 from tuner.bench.run_limits import DEFAULT_MAX_CONSECUTIVE_FAILURES, BenchStopped, GuardOptionError
 from tuner.bench.sessions import turn_figures
-from tuner.bench.steady import no_window_reason
 from tuner.bench.text import clean as _clean
 from tuner.bench.text import shown
 from tuner.bench.workload import Workload, WorkloadError
@@ -388,7 +387,7 @@ def steady_line(result: BenchResult) -> str:
     """The steady window's throughput beside the whole run's, or why the run has none."""
     win = result.steady
     if win is None:
-        why = no_window_reason(result.workload, len(result.records)) or "no length"
+        why = result.steady_note or "no length"
         return f"none ({why}); the figures above are the whole run's"
     whole = result.metrics["output_throughput"]
     return (
