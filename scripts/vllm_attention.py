@@ -109,6 +109,8 @@ def rocm_arch(arch: str) -> Iterator[Any]:
 
 
 def _answer(fn: Any, *args: Any) -> bool | None:
+    if fn is None:  # a predicate this release does not have: it does not ask
+        return None
     try:
         return bool(fn(*args))
     except Exception:  # a predicate that needs a GPU or a kernel library: not known here
@@ -116,7 +118,10 @@ def _answer(fn: Any, *args: Any) -> bool | None:
 
 
 def _subset(fn: Any, probes: Any) -> list[Any] | str:
-    """The probes ``fn`` accepts; "any" when it accepts every one."""
+    """The probes ``fn`` accepts; "any" when it accepts every one (or the release has no
+    such predicate: then it refuses none)."""
+    if fn is None:
+        return "any"
     ok = [p for p in probes if _answer(fn, p)]
     return "any" if len(ok) == len(list(probes)) else ok
 
@@ -124,24 +129,32 @@ def _subset(fn: Any, probes: Any) -> list[Any] | str:
 def _backend(cls: Any, heads: tuple[int, ...], kv: list[str], blocks: tuple[int, ...]) -> dict:
     from vllm.platforms.interface import DeviceCapability
 
+    def has(name: str) -> Any:
+        return getattr(cls, name, None)  # older releases lack some (0.19: sliding window)
+
+    attn_type = has("supports_attn_type")
     entry: dict[str, Any] = {
-        "head_sizes": _subset(cls.supports_head_size, heads),
-        "kv_cache_dtypes": _subset(cls.supports_kv_cache_dtype, kv),
-        "block_sizes": _subset(cls.supports_block_size, blocks),
-        "mla": _answer(cls.is_mla),
-        "sparse": _answer(cls.is_sparse),
-        "sink": _answer(cls.supports_sink),
-        "sliding_window": _answer(cls.supports_sliding_window),
-        "kv_connector": _answer(cls.supports_kv_connector),
-        "attn_types": [t for t in ATTN_TYPES if _answer(cls.supports_attn_type, t)],
+        "head_sizes": _subset(has("supports_head_size"), heads),
+        "kv_cache_dtypes": _subset(has("supports_kv_cache_dtype"), kv),
+        "block_sizes": _subset(has("supports_block_size"), blocks),
+        "mla": _answer(has("is_mla")),
+        "sparse": _answer(has("is_sparse")),
+        "sink": _answer(has("supports_sink")),
+        "sliding_window": _answer(has("supports_sliding_window")),
+        "kv_connector": _answer(has("supports_kv_connector")),
+        "attn_types": (
+            [t for t in ATTN_TYPES if _answer(attn_type, t)] if attn_type else list(ATTN_TYPES)
+        ),
     }
     rocm: dict[str, bool | None] = {}
     for arch in ROCM_ARCHS:
         with rocm_arch(arch) as cap:
-            rocm[arch] = _answer(cls.supports_compute_capability, cap)
+            rocm[arch] = _answer(has("supports_compute_capability"), cap)
     entry["rocm_archs"] = rocm
     entry["cuda_capabilities"] = {
-        f"{major}.{minor}": _answer(cls.supports_compute_capability, DeviceCapability(major, minor))
+        f"{major}.{minor}": _answer(
+            has("supports_compute_capability"), DeviceCapability(major, minor)
+        )
         for major, minor in CUDA_CAPS
     }
     return entry
@@ -156,14 +169,15 @@ def _reason(exc: BaseException) -> str:
 def _static_kv_dtypes(path: str) -> dict[str, Any]:
     """``supported_kv_cache_dtypes`` read from the class's source when it cannot be imported
     here (a literal list on the class itself; nothing when it is computed or inherited)."""
-    import importlib.util
+    import vllm
 
     module, _, name = path.rpartition(".")
+    # The file found from the package's own folder, not by importing the module's parents
+    # (0.24-0.26's compilation passes call compiled ops at import).
+    root = pathlib.Path(vllm.__file__).parent.parent
     try:
-        spec = importlib.util.find_spec(module)
-        source = pathlib.Path(spec.origin).read_text() if spec and spec.origin else ""
-        tree = ast.parse(source)
-    except (ImportError, OSError, SyntaxError, ValueError):
+        tree = ast.parse((root / (module.replace(".", "/") + ".py")).read_text())
+    except (OSError, SyntaxError, ValueError):
         return {}
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == name:
@@ -226,8 +240,8 @@ def rocm_priorities() -> list[dict[str, Any]]:
     from vllm import _aiter_ops
 
     ops = _aiter_ops.rocm_aiter_ops
-    names = ("is_mha_enabled", "is_mla_enabled", "is_rdna_aiter_enabled")
-    saved = {n: getattr(ops, n) for n in names}
+    names = ("is_mha_enabled", "is_mla_enabled", "is_rdna_aiter_enabled")  # RDNA from 0.28
+    saved = {n: getattr(ops, n) for n in names if hasattr(ops, n)}
     saved_found = _aiter_ops.is_aiter_found_and_supported
     params = inspect.signature(rocm._get_backend_priorities).parameters
     rows = []
@@ -235,7 +249,8 @@ def rocm_priorities() -> list[dict[str, Any]]:
         for mla, sparse, conn, mha, aiter_mla, found in itertools.product((False, True), repeat=6):
             ops.is_mha_enabled = lambda v=mha: v
             ops.is_mla_enabled = lambda v=aiter_mla: v
-            ops.is_rdna_aiter_enabled = lambda: False
+            if "is_rdna_aiter_enabled" in saved:
+                ops.is_rdna_aiter_enabled = lambda: False
             _aiter_ops.is_aiter_found_and_supported = lambda v=found: v
             kwargs = {"use_kv_connector": conn} if "use_kv_connector" in params else {}
             order = rocm._get_backend_priorities(mla, sparse, **kwargs)
@@ -265,8 +280,13 @@ def kv_bytes(backends: dict[str, Any]) -> dict[str, Any]:
 
     import torch
     from vllm.utils.torch_utils import kv_cache_dtype_str_to_dtype
+    from vllm.v1 import kv_cache_interface
     from vllm.v1.attention.backends.registry import AttentionBackendEnum
-    from vllm.v1.kv_cache_interface import FullAttentionSpec, get_kv_quant_mode
+    from vllm.v1.kv_cache_interface import FullAttentionSpec
+
+    # Quant modes (per-token-head scales) and customize_spec packing exist from 0.2x on; an
+    # older release builds the plain page.
+    quant_mode = getattr(kv_cache_interface, "get_kv_quant_mode", None)
 
     model = types.SimpleNamespace(dtype=torch.bfloat16)
     out: dict[str, Any] = {}
@@ -285,15 +305,17 @@ def kv_bytes(backends: dict[str, Any]) -> dict[str, Any]:
                     continue
                 try:
                     cls = AttentionBackendEnum[name].get_class()
+                    extra = {"kv_quant_mode": quant_mode(kv)} if quant_mode else {}
                     spec = FullAttentionSpec(
                         block_size=16,
                         num_kv_heads=1,
                         head_size=head,
                         head_size_v=head,
                         dtype=kv_cache_dtype_str_to_dtype(kv, model),
-                        kv_quant_mode=get_kv_quant_mode(kv),
+                        **extra,
                     )
-                    spec = cls.customize_spec(spec)
+                    if hasattr(cls, "customize_spec"):
+                        spec = cls.customize_spec(spec)
                     sizes[str(head)] = spec.real_page_size_bytes / 16
                     used = used or name
                     break

@@ -50,8 +50,32 @@ def _function() -> Callable[..., Any]:
         "AttentionBackendEnum": AttentionBackendEnum,
         "DeviceCapability": DeviceCapability,
     }
+    names.update(_imported_names(tree, found[0], names))
     exec(code, names)  # one function of vLLM's own source, nothing else
     return names["_get_backend_priorities"]  # type: ignore[no-any-return]
+
+
+def _imported_names(
+    tree: ast.Module, func: ast.FunctionDef, have: dict[str, Any]
+) -> dict[str, Any]:
+    """The helpers the function calls that cuda.py imports from vLLM's pure modules (0.23's
+    ``is_quantized_kv_cache`` ...), imported from where cuda.py imports them."""
+    import importlib
+
+    used = {n.id for n in ast.walk(func) if isinstance(n, ast.Name)} - set(have)
+    out: dict[str, Any] = {}
+    for node in tree.body:
+        if not isinstance(node, ast.ImportFrom) or not (node.module or "").startswith("vllm."):
+            continue
+        for alias in node.names:
+            local = alias.asname or alias.name
+            if local not in used:
+                continue
+            try:
+                out[local] = getattr(importlib.import_module(node.module or ""), alias.name)
+            except (ImportError, AttributeError):
+                continue  # a compiled-ops module: the call fails and says so
+    return out
 
 
 def cuda_priorities(head_sizes: Sequence[int], kv_dtypes: Sequence[str]) -> dict[str, Any]:

@@ -8,7 +8,7 @@ string, a path, a dict or an import name is refused unless tunelab's policy know
 (``tuner/policy/``). The table is read from vLLM's own objects:
 
 - serve options: the parser of ``vllm serve`` (``make_arg_parser(FlexibleArgumentParser())``,
-  vllm/entrypoints/launchers/cli_args.py; entrypoints/common/cli_args.py from 0.33) — each
+  vllm/entrypoints/launchers/cli_args.py; common/ from 0.33, openai/ before 0.29) — each
   action's type, choices and nargs, and the type its value is parsed into (the config dataclass
   behind ``--compilation-config`` ...);
 - configs: every dataclass or pydantic config reachable from a JSON-valued option, field by
@@ -148,12 +148,16 @@ def config_fields(cls: type, configs: dict[str, type]) -> dict[str, Any]:
 
 # -- serve options -------------------------------------------------------------------------------
 def _cli_args() -> types.ModuleType:
-    """The module of ``vllm serve``'s parser: entrypoints/common/ from 0.33, launchers/ before."""
-    try:
-        from vllm.entrypoints.common import cli_args
-    except ImportError:
-        from vllm.entrypoints.launchers import cli_args
-    return cli_args
+    """The module of ``vllm serve``'s parser: entrypoints/common/ from 0.33, launchers/ in
+    0.29-0.32, openai/ before."""
+    import importlib
+
+    for package in ("common", "launchers", "openai"):
+        try:
+            return importlib.import_module(f"vllm.entrypoints.{package}.cli_args")
+        except ImportError:
+            continue
+    raise ImportError("no vllm.entrypoints.*.cli_args module with vllm serve's parser")
 
 
 def _inner_type(fn: Any) -> Any:

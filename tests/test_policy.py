@@ -108,6 +108,15 @@ def test_the_no_form_of_a_switch_is_data_and_an_unknown_flag_is_not() -> None:
     assert found.kind == "code" and "not an argument" in found.message
 
 
+def test_a_disable_negation_is_a_switch_where_the_release_declares_it() -> None:
+    # vLLM 0.33 declares --enable-x switches with a --disable-x negation; 0.32 has no
+    # --disable-prefix-caching, so there it is not an argument at all.
+    config = _config(**{"disable-prefix-caching": True})
+    assert policy.violations(config, NONE, vllm_version="0.33.0") == []
+    (found,) = policy.violations(config, NONE, vllm_version="0.32.0")
+    assert "not an argument of vLLM 0.32.0" in found.message
+
+
 def test_json_text_is_read_as_json_before_it_is_judged() -> None:
     text = '{"mode": 3, "inductor_compile_config": {"cpp.cxx": "/tmp/evil"}}'
     (found,) = policy.violations(_config(**{"compilation-config": text}), NONE)

@@ -21,6 +21,11 @@ from tuner.vllm_tables import exact, table
 from tuner.vllm_tables.attention import LayerFacts
 
 MI300X = Target("0.32.0", "rocm", 8, 192.0, gpu_arch="gfx942", gpu_name="MI300X")
+OLDER_MI300X = tuple(
+    Target(v, "rocm", 8, 192.0, gpu_arch="gfx942", gpu_name="MI300X")
+    for v in ("0.19.0", "0.24.0", "0.28.0")
+)
+MI300X_033 = Target("0.33.0", "rocm", 8, 192.0, gpu_arch="gfx942", gpu_name="MI300X")
 MI250X = Target("0.32.0", "rocm", 8, 64.0, gpu_arch="gfx90a", gpu_name="MI250X")
 FA = {"attention-backend": "ROCM_AITER_FA"}
 H100 = Target("0.32.0", "cuda", 8, 80.0, gpu_arch="sm_90", gpu_name="H100")
@@ -230,6 +235,43 @@ CASES = [
         target=MI300X,
         id="unset-vllm-turns-it-off",
     ),
+    # 0.33 refuses on the V1 model runner only: ngram runs on V2 unless V2 is switched off;
+    # suffix is a method V2 lacks, so it runs (and is refused) on V1.
+    Case(
+        "async-scheduling-speculative-method",
+        False,
+        engine={
+            "async-scheduling": True,
+            "speculative-config": {"method": "ngram", "num_speculative_tokens": 2},
+        },
+        target=MI300X_033,
+        id="033-ngram-on-the-v2-runner",
+    ),
+    Case(
+        "async-scheduling-speculative-method",
+        True,
+        env={"VLLM_USE_V2_MODEL_RUNNER": "0"},
+        engine={
+            "async-scheduling": True,
+            "speculative-config": {"method": "ngram", "num_speculative_tokens": 2},
+        },
+        target=MI300X_033,
+        severity=Severity.ERROR,
+        fix={"async-scheduling": None},
+        id="033-ngram-v2-runner-off",
+    ),
+    Case(
+        "async-scheduling-speculative-method",
+        True,
+        engine={
+            "async-scheduling": True,
+            "speculative-config": {"method": "suffix", "num_speculative_tokens": 2},
+        },
+        target=MI300X_033,
+        severity=Severity.ERROR,
+        fix={"async-scheduling": None},
+        id="033-suffix-runs-on-v1",
+    ),
     # The platform classes' overrides (the table's ``platforms``, scripts/vllm_platforms.py).
     Case(
         "platform-overrides-value",
@@ -302,7 +344,7 @@ def test_no_rule_proposes_a_backend_vllm_refuses() -> None:
     engines += [{"max-model-len": 200000}, {"kv-cache-dtype": "fp8"}]
     checked = 0
     for name in ("phi3", "llama8b", "oss", "ds3", "qwen3moe"):
-        for target in (MI300X, MI250X):
+        for target in (MI300X, MI250X, *OLDER_MI300X):
             for env in envs:
                 for engine in engines:
                     config = EngineConfig("m", env=dict(env), engine=dict(engine))
@@ -317,6 +359,19 @@ def test_no_rule_proposes_a_backend_vllm_refuses() -> None:
                         assert not reasons, (name, target.gpu_arch, env, engine, f.rule, reasons)
                         checked += 1
     assert checked > 10  # the sweep reached fixes that set a backend
+
+
+@pytest.mark.parametrize("target", OLDER_MI300X, ids=lambda t: t.vllm_version)
+def test_an_older_release_is_checked_on_its_own_table(target: Target) -> None:
+    # Each release line from 0.19 has its own generated table: AITER FA's head sizes and
+    # gfx90a refusal are read from that release, not from the newest one.
+    tbl = exact(target.vllm_version)
+    assert tbl is not None and tbl.version == target.vllm_version
+    hit = _finding(EngineConfig("m", engine=FA), "phi3", target, "attention-backend-invalid")
+    assert hit is not None and "head_size not supported (96" in hit.message
+    mi250x = Target(target.vllm_version, "rocm", 8, 64.0, gpu_arch="gfx90a", gpu_name="MI250X")
+    hit = _finding(EngineConfig("m", engine=FA), "llama8b", mi250x, "attention-backend-invalid")
+    assert hit is not None and "compute capability not supported (gfx90a)" in hit.message
 
 
 def test_phi3_on_mi300x_is_told_about_rocm_attn_without_an_aiter_fa_fix() -> None:

@@ -12,7 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tuner.vllm_tables import DEFAULT_VERSION, is_data, table, versions
+from tuner import knobs
+from tuner.knobs import AvailabilityStatus
+from tuner.knobs.types import KnobKind
+from tuner.vllm_tables import DEFAULT_VERSION, exact, is_data, table, versions
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -66,3 +69,53 @@ def test_the_default_table_is_shipped_and_reads_the_known_kinds() -> None:
 def test_an_unknown_release_gets_the_nearest_older_table() -> None:
     assert table("99.0.0").version == versions()[-1]
     assert table("0.1.0").version == versions()[0]
+
+
+def test_every_shipped_release_table_has_every_part() -> None:
+    # A generator that silently stopped reading one part of an older release (a moved module)
+    # would ship a table whose rules stay quiet for that release: each part must be there.
+    for version in versions():
+        tbl = table(version)
+        assert tbl.version == version
+        assert len(tbl.serve_options) > 200 and len(tbl.env) > 200, version
+        assert tbl.attention is not None and tbl.attention.backends, version
+        assert "ROCM_ATTN" in tbl.attention.backends, version
+        assert tbl.quantization.get("methods") and tbl.quantization.get("platforms"), version
+        assert set(tbl.platforms) == {"cpu", "cuda", "rocm"}, version
+        assert "mbt_below_max_num_seqs" in tbl.config_refusals, version
+
+
+def test_a_release_reads_its_own_patch_table_within_its_line() -> None:
+    shipped = versions()
+    assert {"0.19.0", "0.20.2", "0.25.1", "0.31.0", "0.32.0", "0.33.0"} <= set(shipped)
+    assert exact("0.20.2").version == "0.20.2"  # type: ignore[union-attr]
+    assert exact("0.20.9").version == "0.20.2"  # type: ignore[union-attr]
+    assert exact("0.20.1rc1").version == "0.20.1"  # type: ignore[union-attr]
+    assert exact("0.20.1.dev5+g1234").version == "0.20.1"  # type: ignore[union-attr]
+    assert exact("0.18.0") is None  # older lines fall back to the hand-read facts
+
+
+def test_the_catalogue_s_since_and_until_agree_with_every_generated_table() -> None:
+    # The catalogue's release ranges were read by hand from the wheels; the generated tables
+    # are vLLM's own declarations. A knob the catalogue calls present must be declared by
+    # that release's table, and one it calls removed or not yet added must not be.
+    disagree = []
+    for version in versions():
+        tbl = table(version)
+        for key in knobs.keys():  # noqa: SIM118 - the catalogue module's keys(), not a dict
+            knob = knobs.get(key)
+            assert knob is not None
+            if knob.kind is KnobKind.ENV and not key.startswith("VLLM_"):
+                continue  # HIP_*, NCCL_*, AITER_*: read by the runtimes, not by envs.py
+            if "compilation_field" in knob.extra:  # cudagraph-mode: a CompilationConfig field
+                fields = tbl.config_fields("CompilationConfig")
+                declared = knob.extra["compilation_field"] in fields
+            elif knob.kind is KnobKind.ENV:
+                declared = key in tbl.env
+            else:
+                declared = key in tbl.flag_names
+            status = knobs.available(knob, version, None).status
+            present = status not in (AvailabilityStatus.REMOVED, AvailabilityStatus.NOT_YET)
+            if declared != present:
+                disagree.append(f"{key} in {version}: table {declared}, catalogue {status}")
+    assert not disagree, "\n".join(disagree)

@@ -283,8 +283,8 @@ def _kind_of(key: str, tbl: VllmTable) -> dict[str, Any] | None:
     """What ``key``'s value is: the catalogue's type where tunelab has the knob, else vLLM's."""
     knob = knobs.get(key)
     declared = tbl.option_value(key)
-    if declared is None and key.startswith("no-") and key in tbl.flag_names:
-        return {"kind": "bool"}  # the --no- form of a switch
+    if declared is None and key in tbl.flag_names:
+        return {"kind": "bool"}  # a switch's negation: --no-x, or 0.33's --disable-x
     if knob is not None and knob.key == key:
         catalogue = str(knob.type)
         if catalogue in ("bool", "int", "float", "choice"):

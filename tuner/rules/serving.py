@@ -135,7 +135,10 @@ def async_with_speculation(ctx: Context) -> Iterator[Finding]:
     """An explicit --async-scheduling with a speculative method it does not take: no start.
 
     Unset, vLLM turns async scheduling off by itself for such a method; set, it refuses
-    (vllm/config/vllm.py; the methods and the sentence are the release's table's).
+    (vllm/config/vllm.py; the methods and the sentence are the release's table's). From 0.33
+    the refusal holds on the V1 model runner only: tunelab speaks when the config is known to
+    run it (``VLLM_USE_V2_MODEL_RUNNER`` off, or a method the V2 runner lacks) and is silent
+    where the runner depends on what it cannot see.
     """
     spec = _json_dict(ctx.config.engine.get(SPEC))
     release = exact(ctx.target.vllm_version)
@@ -145,10 +148,20 @@ def async_with_speculation(ctx: Context) -> Iterator[Finding]:
     method = str(spec.get("method") or "")
     if not found.get("spec_methods") or not method or method in found["spec_methods"]:
         return
+    runner = ""
+    if found.get("v1_runner_only"):
+        env = str(ctx.config.env.get(found["runner_env"], "")).strip().lower()
+        if env in ("0", "false"):
+            runner = f" with {found['runner_env']}={env}"
+        elif method in found.get("v2_unsupported_methods", ()):
+            runner = f" ({method!r} runs on the V1 model runner: the V2 runner does not take it)"
+        else:
+            return
+    message = str(found["message"]).replace("{method}", method)
     yield Finding(
         Severity.ERROR,
         (ASYNC, SPEC),
-        f'vLLM {release.version} refuses to start: "{found["message"]}" (speculative method '
+        f'vLLM {release.version} refuses to start{runner}: "{message}" (speculative method '
         f"{method!r}); drop --async-scheduling and vLLM turns it off for this method itself",
         "vLLM's VllmConfig async-scheduling check (vllm/config/vllm.py), read per release",
         {ASYNC: None},

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
@@ -180,14 +181,15 @@ def exact(version: str | None) -> VllmTable | None:
     """The table generated from ``version``'s own release line (same major.minor), else None.
 
     Facts that change between releases (which backend takes what) are only read from a table
-    of the target's release: an unknown version gets the default release's table.
+    of the target's release: within the line, the newest patch release not newer than
+    ``version`` (0.20.2 reads 0.20.2's table, 0.20.3 the same, 0.20.0rc1 0.20.0's).
     """
-    wanted = version or DEFAULT_VERSION
-    line = _release(wanted)[:2]
-    for shipped in versions():
-        if _release(shipped)[:2] == line:
-            return table(shipped)
-    return None
+    wanted = _release(version or DEFAULT_VERSION)
+    line = [v for v in versions() if _release(v)[:2] == wanted[:2]]
+    if not line:
+        return None
+    older = [v for v in line if _release(v) <= wanted]
+    return table(older[-1] if older else line[0])
 
 
 def is_data(kind: Mapping[str, Any]) -> bool:
@@ -204,8 +206,12 @@ def is_data(kind: Mapping[str, Any]) -> bool:
 
 
 def _release(version: str) -> tuple[int, ...]:
+    """The release numbers of ``version``: ``0.20.1rc1`` and ``0.20.1.dev5+g12`` are 0.20.1
+    (a piece's leading digits only; a pre-release counts as its release)."""
     parts = []
     for piece in version.split("+")[0].split("."):
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        parts.append(int(digits) if digits else 0)
+        digits = re.match(r"\d*", piece)
+        if not digits or not digits.group():
+            break
+        parts.append(int(digits.group()))
     return tuple(parts)
