@@ -85,7 +85,6 @@ def test_a_turn_is_the_history_with_the_answers() -> None:
         ({"turns": 0}, "turns must be >= 1"),
         ({"think_time_s": -1.0}, "think_time_s must be 0 to"),
         ({"duration_s": 5.0}, "drop --duration"),
-        ({"dataset_path": "x.jsonl"}, "reads no file"),
         ({"prefix_len": 32}, "--prefix-groups N >= 1"),
     ],
 )

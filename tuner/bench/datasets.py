@@ -31,6 +31,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+from tuner.bench.conversation_file import recorded_conversations
 from tuner.bench.prompts import (
     MAX_DATASET_BYTES,
     Prompt,
@@ -75,6 +76,8 @@ def check_dataset(workload: Workload) -> None:
         _jsonl_items(path, workload.output_len)
     elif kind is DatasetKind.TRACE:
         _trace_rows(path)
+    elif kind is DatasetKind.SESSIONS and workload.dataset_path:
+        recorded_conversations(path)
 
 
 def _records(path_text: str | None) -> tuple[dict[str, Any], ...]:

@@ -160,6 +160,15 @@ async def build_sessions(
     """
     pool = await token_pool(client, tokenizer_path, model, root)
     plan = plan_sessions(workload, pool)
+    if pool.decode is None and workload.dataset_path:
+        # Recorded turns need no decoder, random warm-ups do: warm up on the file's first
+        # turns then (they also warm the prefix cache for those turns; said in the docs).
+        firsts = [c.user_turns[0] for c in plan.conversations]
+        warm = [
+            Prompt(firsts[i % len(firsts)], -1, workload.output_len)
+            for i in range(workload.warmup_requests)
+        ]
+        return plan, warm, pool
     warm = random_prompts(
         dataclasses.replace(workload, text_prompts=True), pool, workload.warmup_requests, salt=1
     )

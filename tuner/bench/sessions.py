@@ -12,7 +12,8 @@ the history it would in production. A turn whose prompt would pass
 turn ends it too (there is no answer to continue from).
 
 User turns are random token ids decoded to text (``input_len`` tokens
-each, the run's seed): the chat endpoint gets role-tagged messages, the
+each, the run's seed), or a recorded file's (``--dataset``: ShareGPT or
+OpenAI chat, tuner.bench.conversation_file): the chat endpoint gets role-tagged messages, the
 completions endpoint the turns joined by blank lines. Each record carries
 its conversation and turn; :func:`turn_figures` gives the per-turn prompt
 length, TTFT and ITL that the result prints and stores.
@@ -30,8 +31,9 @@ from dataclasses import dataclass
 from time import perf_counter
 from typing import Any
 
+from tuner.bench.conversation_file import recorded_conversations
 from tuner.bench.datasets import shared_prefixes
-from tuner.bench.prompts import Prompt, TokenPool, random_prompts
+from tuner.bench.prompts import Prompt, TokenPool, random_prompts, sample_lengths
 from tuner.bench.record import RequestRecord
 from tuner.bench.workload import Workload, WorkloadError
 
@@ -84,9 +86,15 @@ class SessionPlan:
 def plan_sessions(workload: Workload, pool: TokenPool) -> SessionPlan:
     """The conversations of ``workload``, seeded: the same seed, the same user turns.
 
+    With a ``dataset_path`` the user turns are a recorded file's
+    (:func:`_recorded_plan`); else random tokens decoded to text.
+
     Raises:
-        WorkloadError: The pool cannot decode ids to text (user turns are text).
+        WorkloadError: The pool cannot decode ids to text (random user turns are text), or
+            the file is not a conversations file.
     """
+    if workload.dataset_path:
+        return _recorded_plan(workload, pool)
     if pool.decode is None:
         raise WorkloadError(
             "multi-turn sessions send text (the answers go back in the next turn), "
@@ -116,12 +124,50 @@ def plan_sessions(workload: Workload, pool: TokenPool) -> SessionPlan:
     return SessionPlan(tuple(out), workload.max_context)
 
 
+def _recorded_plan(workload: Workload, pool: TokenPool) -> SessionPlan:
+    """``num_prompts`` conversations drawn from the file (shuffled by the seed, cycled when
+    it holds fewer), each cut to ``turns`` turns when ``turns`` > 1 (1, the default, keeps
+    every recorded turn). Answer lengths are the workload's, as ShareGPT prompts' are, so
+    runs stay comparable; a recorded system prompt opens its conversation, else the shared
+    one of ``--prefix-len/--prefix-groups`` when given."""
+    recorded = list(recorded_conversations(str(workload.dataset_path)))
+    rng = random.Random(workload.seed * 1_000_003 + 7)
+    rng.shuffle(recorded)
+    cap = workload.turns if workload.turns > 1 else None
+    chosen = [recorded[i % len(recorded)] for i in range(workload.num_prompts)]
+    turns = [rec.user_turns[:cap] for rec in chosen]
+    lengths = sample_lengths(workload, sum(len(t) for t in turns), rng)
+    systems = _system_prompts(workload, pool) if workload.prefix_len else []
+    out, used = [], 0
+    for i, (rec, users) in enumerate(zip(chosen, turns, strict=True)):
+        mine = lengths[used : used + len(users)]
+        used += len(users)
+        think_rng = random.Random(workload.seed * 1_000_033 + i)
+        mean = workload.think_time_s
+        out.append(
+            Conversation(
+                index=i,
+                user_turns=users,
+                output_lens=tuple(out_len for _, out_len in mine),
+                think_s=tuple(
+                    think_rng.expovariate(1.0 / mean) if mean > 0 else 0.0 for _ in users
+                ),
+                system=rec.system or (systems[i % len(systems)] if systems else ""),
+            )
+        )
+    return SessionPlan(tuple(out), workload.max_context)
+
+
 def _system_prompts(workload: Workload, pool: TokenPool) -> list[str]:
     """``prefix_groups`` shared system/tool prompts of ``prefix_len`` tokens (the agentic
     case: every conversation of a group opens with the same one, as an agent's tools do)."""
     if not (workload.prefix_len and workload.prefix_groups):
         return []
-    assert pool.decode is not None
+    if pool.decode is None:
+        raise WorkloadError(
+            "a shared system prompt is random tokens decoded to text: it needs a tokenizer",
+            fix="pass --tokenizer PATH (a tokenizer.json or the model directory)",
+        )
     return [pool.decode(ids) for ids in shared_prefixes(workload, pool)]
 
 

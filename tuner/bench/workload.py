@@ -277,11 +277,6 @@ class Workload:
                         fix="use it with --dataset-kind sessions, or drop it",
                     )
             return
-        if self.dataset_path is not None:
-            raise WorkloadError(
-                "the sessions dataset is synthetic (random user turns); it reads no file",
-                fix="drop --dataset, or replay a file with --dataset-kind trace or jsonl",
-            )
         if self.duration_s is not None:
             raise WorkloadError(
                 "a sessions run ends when its conversations do; drop --duration",

@@ -59,7 +59,8 @@ DatasetKindOpt = Annotated[
         help="sharegpt (default with --dataset), jsonl, trace (JSONL with arrival times; "
         "Mooncake traces with hash_ids keep their prefix reuse), prefix (shared prefixes) or "
         "sessions (multi-turn conversations: --num-prompts conversations of --turns turns, "
-        "each turn the whole history with the real answers).",
+        "each turn the whole history with the real answers; random user turns, or with "
+        "--dataset a ShareGPT or OpenAI-chat file's).",
     ),
 ]
 TimeScaleOpt = Annotated[
@@ -70,7 +71,12 @@ TimeScaleOpt = Annotated[
     ),
 ]
 TurnsOpt = Annotated[
-    int, typer.Option("--turns", help="sessions kind: turns of each conversation.")
+    int,
+    typer.Option(
+        "--turns",
+        help="sessions kind: turns of each conversation (with --dataset: at most this many "
+        "of each recorded conversation; 1 keeps them all).",
+    ),
 ]
 ThinkTimeOpt = Annotated[
     float,
