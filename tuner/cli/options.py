@@ -34,7 +34,13 @@ from tuner.introspect import IntrospectError, introspect
 from tuner.lab import config as lab_config
 from tuner.lab.limits import MAX_STARTUP_TIMEOUT_S
 from tuner.lab.run import guard_settings
-from tuner.lab.workload import BY_NAME, WorkloadField, workload_from_texts
+from tuner.lab.workload import (
+    BY_NAME,
+    OPTION_FIELDS,
+    WorkloadField,
+    over_preset_workload,
+    workload_from_texts,
+)
 from tuner.trials.store import StoreError, TrialStore
 
 
@@ -266,6 +272,34 @@ def make_config(
         return lab_config.build_config(source, model, set_items or [], default=default)
     except lab_config.ConfigInputError as exc:
         raise user_error(command, exc) from None
+
+
+def workload_over_preset(
+    command: str, ctx: typer.Context, typed: Workload, preset: str | None
+) -> Workload:
+    """The workload of a command given ``--preset``: the preset's ``[workload]`` with the
+    workload options the user typed over it (:func:`tuner.lab.workload.over_preset_workload`),
+    said on stderr; ``typed`` when there is no preset or it has no ``[workload]``."""
+    if not preset:
+        return typed
+    try:
+        stored = lab_config.load(preset).preset.workload
+    except lab_config.ConfigInputError:
+        return typed  # make_config says what is wrong with the preset
+    given = {name for name in OPTION_FIELDS if _typed(ctx, name)}
+    try:
+        merged, said = over_preset_workload(typed, given, stored)
+    except WorkloadError as exc:
+        raise user_error(command, exc) from None
+    if said:
+        typer.echo(f"workload: {said}", err=True)
+    return merged
+
+
+def _typed(ctx: typer.Context, name: str) -> bool:
+    """True when the option ``name`` was given on the command line (or its variable)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
 
 
 def open_store(command: str, path: str | None = None, *, recover: bool = True) -> TrialStore:

@@ -1,7 +1,8 @@
 """``tunelab run``: one trial, from the command line.
 
 It builds a config (preset, ``--model``, ``--set``) and a workload from the
-shared options (tuner.cli.options), runs one trial with a live progress
+shared options (tuner.cli.options; with ``--preset``, the preset's ``[workload]`` with the
+options typed over it), runs one trial with a live progress
 display (tuner.cli.trial_progress) and the output-drift guard's options, and
 stores it; the trial is then printed as ``tunelab show`` prints it. Exit
 status 0 when it was measured, 1 when it failed or the rules skipped it, 2 for
@@ -37,6 +38,7 @@ def register(app: typer.Typer) -> None:
 
 
 def run_command(
+    ctx: typer.Context,
     preset: opt.PresetOpt = None,
     allow_code: opt.AllowCodeOpt = False,
     allow_env: opt.AllowEnvOpt = None,
@@ -70,7 +72,7 @@ def run_command(
     wl = opt.WorkloadArgs(
         input_len, output_len, num_prompts, concurrency, request_rate, warmup, seed
     )
-    workload = wl.build("run", slo)
+    workload = opt.workload_over_preset("run", ctx, wl.build("run", slo), preset)
     try:
         validate_objective(objective)
     except ValueError as exc:

@@ -11,7 +11,8 @@ panel builds its inputs from it (the pattern of harlequin's ``options.py``,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -197,3 +198,47 @@ def _stored_count(stored: Mapping[str, object], key: str) -> int | None:
 def _stored_text(stored: Mapping[str, object], key: str) -> str | None:
     value = stored.get(key)
     return value if isinstance(value, str) else None
+
+
+# The command-line options that name a Workload field (``--warmup`` sets warmup_requests).
+OPTION_FIELDS: dict[str, str] = {
+    "input_len": "input_len",
+    "output_len": "output_len",
+    "num_prompts": "num_prompts",
+    "concurrency": "concurrency",
+    "request_rate": "request_rate",
+    "warmup": "warmup_requests",
+    "seed": "seed",
+    "slo": "slo",
+}
+
+
+def over_preset_workload(
+    typed: Workload, given: Collection[str], stored: Mapping[str, object] | None
+) -> tuple[Workload, str]:
+    """The workload a command runs with a preset: its ``[workload]``, with the options the user
+    typed (``given``: option names, :data:`OPTION_FIELDS` keys) over it; and a line saying so
+    ("" when the preset has no ``[workload]``: then ``typed`` as it is).
+
+    Why: a preset exported from a trial carries what it was measured on (a dataset, sessions,
+    a rate); a run of the preset that silently measured the default workload instead would
+    compare figures of two different workloads.
+
+    Raises:
+        WorkloadError: The ``[workload]`` is not a workload tunelab can run.
+    """
+    if not stored:
+        return typed, ""
+    base = Workload.from_dict(dict(stored))
+    fields = {OPTION_FIELDS[name] for name in given if name in OPTION_FIELDS}
+    merged = dataclasses.replace(base, **{f: getattr(typed, f) for f in sorted(fields)})
+    kind = merged.source_kind.value
+    said = f"the preset's [workload] ({kind}, {merged.num_prompts} requests"
+    if merged.dataset_path:
+        said += f", {merged.dataset_path}"
+    said += ")"
+    if fields:
+        typed_names = sorted(n for n in given if n in OPTION_FIELDS)
+        flags = ", ".join(f"--{n.replace('_', '-')}" for n in typed_names)
+        said += f", with {flags} as typed"
+    return merged, said
