@@ -152,6 +152,25 @@ def test_prometheus_parser_and_summary() -> None:
     assert idle.peak_running_requests is None and idle.peak_kv_cache_usage is None
 
 
+def test_the_engine_s_own_inter_token_latency_is_the_histogram_s_delta() -> None:
+    # Two engines' histograms summed; the run's mean is (sum delta) / (count delta), so gaps
+    # from before the run (the "before" scrape's totals) do not count.
+    page = """\
+vllm:inter_token_latency_seconds_sum{engine="0",model_name="m"} 1.5
+vllm:inter_token_latency_seconds_count{engine="0",model_name="m"} 1000.0
+vllm:inter_token_latency_seconds_sum{engine="1",model_name="m"} 0.5
+vllm:inter_token_latency_seconds_count{engine="1",model_name="m"} 500.0
+"""
+    before = sample_from_text(page, 0.0)
+    after = sample_from_text(
+        page.replace("} 1.5", "} 3.5").replace("} 1000.0", "} 1800.0"), 1.0, in_flight=2
+    )
+    assert (before.itl_sum, before.itl_count) == (2.0, 1500.0)
+    assert summarize([before, after]).mean_itl_ms == pytest.approx(2.0 / 800 * 1e3)
+    assert summarize([before, before]).mean_itl_ms is None  # no gap during the run
+    assert summarize([sample_from_text(PROM, 0.0)] * 2).mean_itl_ms is None  # no histogram
+
+
 def test_arrivals_are_seeded_and_rescaled_like_vllm() -> None:
     wl = Workload(num_prompts=50, request_rate=10.0, seed=4)
     a = arrival_offsets(wl, 50)

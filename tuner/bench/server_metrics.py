@@ -98,6 +98,8 @@ class ServerSample:
     prefix_queries: float | None
     prefix_hits: float | None
     in_flight: int = 0
+    itl_sum: float | None = None
+    itl_count: float | None = None
 
 
 def sample_from_text(text: str, t: float, in_flight: int = 0) -> ServerSample:
@@ -118,6 +120,13 @@ def sample_from_text(text: str, t: float, in_flight: int = 0) -> ServerSample:
         prefix_queries=total("vllm:prefix_cache_queries_total", "vllm:prefix_cache_queries"),
         prefix_hits=total("vllm:prefix_cache_hits_total", "vllm:prefix_cache_hits"),
         in_flight=in_flight,
+        # The engine's own token gaps (its output timestamps, not the HTTP stream's chunks).
+        itl_sum=total(
+            "vllm:inter_token_latency_seconds_sum", "vllm:time_per_output_token_seconds_sum"
+        ),
+        itl_count=total(
+            "vllm:inter_token_latency_seconds_count", "vllm:time_per_output_token_seconds_count"
+        ),
     )
 
 
@@ -135,6 +144,10 @@ class ServerSummary:
         peak_running_requests: Most requests running at once.
         preemptions: Preemptions during the run (counter delta).
         prefix_cache_hit_rate: Hits / queries during the run (None if no queries).
+        mean_itl_ms: The engine's mean inter-token latency over the scrapes (its
+            ``inter_token_latency_seconds`` histogram's sum / count deltas): the decode
+            step as the engine timed it, which a client cannot see when the stream
+            delivers several tokens in one chunk. None without the histogram.
         kv_bound: KV cache reached KV_BOUND_THRESHOLD while requests waited.
         preempting: The server preempted requests.
         notes: Plain-language advice for the flags above.
@@ -148,6 +161,7 @@ class ServerSummary:
     peak_running_requests: float | None = None
     preemptions: float | None = None
     prefix_cache_hit_rate: float | None = None
+    mean_itl_ms: float | None = None
     kv_bound: bool = False
     preempting: bool = False
     notes: list[str] = field(default_factory=list)
@@ -177,6 +191,8 @@ def summarize(samples: list[ServerSample]) -> ServerSummary:
     pre = delta("preemptions")
     q, h = delta("prefix_queries"), delta("prefix_hits")
     hit_rate = h / q if q and h is not None and q > 0 else None
+    gaps, gap_sum = delta("itl_count"), delta("itl_sum")
+    mean_itl = gap_sum / gaps * 1e3 if gaps and gap_sum is not None and gaps > 0 else None
     kv_bound = kv is not None and kv >= KV_BOUND_THRESHOLD and (waiting or 0) > 0
     preempting = bool(pre and pre > 0)
     notes: list[str] = []
@@ -202,6 +218,7 @@ def summarize(samples: list[ServerSample]) -> ServerSummary:
         peak_running_requests=peak("running"),
         preemptions=pre,
         prefix_cache_hit_rate=hit_rate,
+        mean_itl_ms=mean_itl,
         kv_bound=kv_bound,
         preempting=preempting,
         notes=notes,

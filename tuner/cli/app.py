@@ -91,6 +91,10 @@ COMMAND_TABLE: dict[str, tuple[str, str]] = {
         "ablate",
         "Leave-one-out A/Bs of a winner's knobs; drops those inside the noise; the minimal preset.",
     ),
+    "model": (
+        "model",
+        "A study's performance model: its accuracy on the study's trials, or a prediction.",
+    ),
     "report": (
         "report",
         "Write report.html (self-contained, opens offline) and report.md for a study.",

@@ -265,6 +265,7 @@ SERVER = obj(
         "peak_running_requests": _NUM,
         "preemptions": _NUM,
         "prefix_cache_hit_rate": _NUM,
+        "mean_itl_ms": _NUM,
         "kv_bound": _FLAG,
         "preempting": _FLAG,
         "notes": list_of(text(null=False), null=True),
