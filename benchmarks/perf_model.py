@@ -2,10 +2,11 @@
 
 Reads the grid ``benchmarks/perf_model_grid.py`` measured on the CPU engine, calibrates
 tunelab's step-time model (:mod:`tuner.perfmodel`) on five of its points — the corners of
-(max-num-seqs, concurrency), alternating max-num-batched-tokens, and the centre — and
+(max-num-seqs, concurrency), alternating max-num-batched-tokens, and the centre, each with
+all its repeats (a launch measures its point as often as the grid did: five launches) — and
 predicts every other point of the grid. Prints each prediction beside the measured figure,
-the median absolute error of output throughput and of the engine's mean ITL, and how many measured
-figures fell inside the stated 80 % interval::
+the median absolute error of output throughput and of the engine's mean ITL, and how many
+measured figures fell inside the stated 80 % interval::
 
     .venv/bin/python benchmarks/perf_model.py /tmp/perf-grid.json
 """
@@ -43,22 +44,21 @@ def observations(rows: list[dict[str, Any]]) -> list[tuple[Observation, int]]:
 
 
 def calibration_set(obs: list[tuple[Observation, int]]) -> list[Observation]:
-    """Five points of repeat 0: the four (seqs, concurrency) corners and the centre."""
-    first = [o for o, rep in obs if rep == 0]
+    """Five points — the four (seqs, concurrency) corners and the centre — with every repeat
+    of each: a launch measures its point as often as the grid did (five launches)."""
+    first = [o for o, _ in obs]
     seqs = sorted({o.point.max_num_seqs for o in first})
     conc = sorted({o.point.concurrency or 0 for o in first})
     mbts = sorted({o.point.max_num_batched_tokens for o in first})
     wanted = [(seqs[0], conc[0], mbts[0]), (seqs[-1], conc[-1], mbts[-1]),
               (seqs[0], conc[-1], mbts[-1]), (seqs[-1], conc[0], mbts[0]),
               (seqs[len(seqs) // 2], conc[len(conc) // 2], mbts[-1])]  # fmt: skip
-    chosen = []
-    for s, c, m in wanted:
-        for o in first:
-            p = o.point
-            if (p.max_num_seqs, p.concurrency or 0, p.max_num_batched_tokens) == (s, c, m):
-                chosen.append(o)
-                break
-    return chosen
+    return [
+        o
+        for o in first
+        if (o.point.max_num_seqs, o.point.concurrency or 0, o.point.max_num_batched_tokens)
+        in wanted
+    ]
 
 
 def main() -> None:
