@@ -276,3 +276,6 @@ def test_server_view_sees_the_load_on_the_real_engine(cpu_engine, demo_model_pat
     assert srv.available and srv.busy_samples >= 1
     assert srv.peak_running_requests is not None and srv.peak_running_requests >= 1
     assert srv.peak_kv_cache_usage is not None and srv.peak_kv_cache_usage > 0
+    # The engine's own inter-token latency (vLLM 0.32's inter_token_latency_seconds
+    # histogram): a decode step of a tiny model, not the stream's chunking.
+    assert srv.mean_itl_ms is not None and 0.1 < srv.mean_itl_ms < 1000

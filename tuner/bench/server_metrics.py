@@ -144,13 +144,13 @@ class ServerSummary:
         peak_running_requests: Most requests running at once.
         preemptions: Preemptions during the run (counter delta).
         prefix_cache_hit_rate: Hits / queries during the run (None if no queries).
+        kv_bound: KV cache reached KV_BOUND_THRESHOLD while requests waited.
+        preempting: The server preempted requests.
+        notes: Plain-language advice for the flags above.
         mean_itl_ms: The engine's mean inter-token latency over the scrapes (its
             ``inter_token_latency_seconds`` histogram's sum / count deltas): the decode
             step as the engine timed it, which a client cannot see when the stream
             delivers several tokens in one chunk. None without the histogram.
-        kv_bound: KV cache reached KV_BOUND_THRESHOLD while requests waited.
-        preempting: The server preempted requests.
-        notes: Plain-language advice for the flags above.
     """
 
     available: bool
@@ -161,10 +161,10 @@ class ServerSummary:
     peak_running_requests: float | None = None
     preemptions: float | None = None
     prefix_cache_hit_rate: float | None = None
-    mean_itl_ms: float | None = None
     kv_bound: bool = False
     preempting: bool = False
     notes: list[str] = field(default_factory=list)
+    mean_itl_ms: float | None = None  # last: older callers build the summary positionally
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""

@@ -426,8 +426,10 @@ def _server_line(result: BenchResult) -> str:
         kv = "<0.1%"  # a tiny model's few blocks: in use, just not 0
     else:
         kv = f"{kv_use:.1%}"
+    # The engine's own token gaps: the client's ITL reads 0 when a chunk carries many tokens.
+    itl = "" if srv.mean_itl_ms is None else f", engine ITL mean {srv.mean_itl_ms:.2f} ms"
     return (
         f"peak running {val(srv.peak_running_requests, 'g')}, "
-        f"peak waiting {val(srv.peak_waiting_requests, 'g')}, KV {kv} "
+        f"peak waiting {val(srv.peak_waiting_requests, 'g')}, KV {kv}{itl} "
         f"({srv.busy_samples} of {srv.samples} scrapes during load)"
     )
