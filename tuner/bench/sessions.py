@@ -13,10 +13,11 @@ turn ends it too (there is no answer to continue from).
 
 User turns are random token ids decoded to text (``input_len`` tokens
 each, the run's seed), or a recorded file's (``--dataset``: ShareGPT or
-OpenAI chat, tuner.bench.conversation_file): the chat endpoint gets role-tagged messages, the
-completions endpoint the turns joined by blank lines. Each record carries
-its conversation and turn; :func:`turn_figures` gives the per-turn prompt
-length, TTFT and ITL that the result prints and stores.
+OpenAI chat, tuner.bench.conversation_file): the chat endpoint gets
+role-tagged messages, the completions endpoint the turns joined by blank
+lines. Each record carries its conversation and turn; :func:`turn_figures`
+gives the per-turn prompt length, TTFT and ITL that the result prints and
+stores.
 """
 
 from __future__ import annotations
@@ -109,15 +110,12 @@ def plan_sessions(workload: Workload, pool: TokenPool) -> SessionPlan:
     out = []
     for i in range(n):
         mine = texts[i * turns : (i + 1) * turns]
-        rng = random.Random(workload.seed * 1_000_033 + i)
-        mean = workload.think_time_s
-        think = tuple(rng.expovariate(1.0 / mean) if mean > 0 else 0.0 for _ in mine)
         out.append(
             Conversation(
                 index=i,
                 user_turns=tuple(str(p.prompt) for p in mine),
                 output_lens=tuple(p.output_len for p in mine),
-                think_s=think,
+                think_s=_think_times(workload, i, len(mine)),
                 system=systems[i % len(systems)] if systems else "",
             )
         )
@@ -142,20 +140,24 @@ def _recorded_plan(workload: Workload, pool: TokenPool) -> SessionPlan:
     for i, (rec, users) in enumerate(zip(chosen, turns, strict=True)):
         mine = lengths[used : used + len(users)]
         used += len(users)
-        think_rng = random.Random(workload.seed * 1_000_033 + i)
-        mean = workload.think_time_s
         out.append(
             Conversation(
                 index=i,
                 user_turns=users,
                 output_lens=tuple(out_len for _, out_len in mine),
-                think_s=tuple(
-                    think_rng.expovariate(1.0 / mean) if mean > 0 else 0.0 for _ in users
-                ),
+                think_s=_think_times(workload, i, len(users)),
                 system=rec.system or (systems[i % len(systems)] if systems else ""),
             )
         )
     return SessionPlan(tuple(out), workload.max_context)
+
+
+def _think_times(workload: Workload, conversation: int, turns: int) -> tuple[float, ...]:
+    """Conversation ``conversation``'s pauses: exponential, mean ``think_time_s``, seeded by
+    the conversation so adding one does not move the others'."""
+    mean = workload.think_time_s
+    rng = random.Random(workload.seed * 1_000_033 + conversation)
+    return tuple(rng.expovariate(1.0 / mean) if mean > 0 else 0.0 for _ in range(turns))
 
 
 def _system_prompts(workload: Workload, pool: TokenPool) -> list[str]:

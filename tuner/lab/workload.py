@@ -230,15 +230,14 @@ def over_preset_workload(
     if not stored:
         return typed, ""
     base = Workload.from_dict(dict(stored))
-    fields = {OPTION_FIELDS[name] for name in given if name in OPTION_FIELDS}
-    merged = dataclasses.replace(base, **{f: getattr(typed, f) for f in sorted(fields)})
+    names = sorted(n for n in given if n in OPTION_FIELDS)
+    fields = {OPTION_FIELDS[n]: getattr(typed, OPTION_FIELDS[n]) for n in names}
+    merged = dataclasses.replace(base, **fields)
     kind = merged.source_kind.value
     said = f"the preset's [workload] ({kind}, {merged.num_prompts} requests"
     if merged.dataset_path:
         said += f", {merged.dataset_path}"
     said += ")"
-    if fields:
-        typed_names = sorted(n for n in given if n in OPTION_FIELDS)
-        flags = ", ".join(f"--{n.replace('_', '-')}" for n in typed_names)
-        said += f", with {flags} as typed"
+    if names:
+        said += f", with {', '.join('--' + n.replace('_', '-') for n in names)} as typed"
     return merged, said

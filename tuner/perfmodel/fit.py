@@ -10,6 +10,7 @@ trial is predicted from the others (leave one out), and the stated 80 % interval
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import statistics
 from collections.abc import Sequence
@@ -20,7 +21,7 @@ import numpy as np
 from tuner.perfmodel.observation import Observation, Point
 from tuner.perfmodel.waves import duration_row, itl_row
 
-__all__ = ["Accuracy", "Prediction", "StepModel", "accuracy", "calibrate"]
+__all__ = ["Accuracy", "Prediction", "StepModel", "accuracy", "calibrate", "held_out"]
 
 MIN_HALF_WIDTH = 0.05
 FEW_POINTS_HALF_WIDTH = 0.5
@@ -132,12 +133,21 @@ def calibrate(observations: Sequence[Observation]) -> StepModel:
             "the trials differ in more than the modelled knobs (max-num-seqs, "
             "max-num-batched-tokens, concurrency, lengths, request count)"
         )
-    a, b, c = (float(x) for x in _fit(observations))
-    model = StepModel(a, b, c, observations[0].context, len(observations))
+    model = _costs(observations)
     if len(observations) < MIN_FOR_LOO:
         return model
-    tput_err, itl_err = _loo_errors(observations)
-    return StepModel(a, b, c, model.context, model.trials, _band(tput_err), _band(itl_err))
+    score = held_out(observations, bands=False)
+    return dataclasses.replace(
+        model,
+        throughput_band=_band(score.throughput_errors),
+        itl_band=_band(score.itl_errors),
+    )
+
+
+def _costs(observations: Sequence[Observation]) -> StepModel:
+    """The fitted costs alone, with the few-trials interval."""
+    a, b, c = (float(x) for x in _fit(observations))
+    return StepModel(a, b, c, observations[0].context, len(observations))
 
 
 def _band(errors: Sequence[float]) -> float:
@@ -146,16 +156,20 @@ def _band(errors: Sequence[float]) -> float:
     return max(MIN_HALF_WIDTH, ranked[k] * (1 + 1 / len(ranked)))
 
 
-def _loo_errors(observations: Sequence[Observation]) -> tuple[list[float], list[float]]:
-    tput, itl = [], []
+def held_out(observations: Sequence[Observation], *, bands: bool = True) -> Accuracy:
+    """Each observation predicted by a model fitted on the others (leave one out).
+
+    Args:
+        observations: One context's observations.
+        bands: Give each prediction the interval its own model would state (a calibration
+            per left-out trial); False: the costs alone (what :func:`calibrate` needs).
+    """
+    out = Accuracy()
     for i, obs in enumerate(observations):
         rest = [o for j, o in enumerate(observations) if j != i]
-        a, b, c = (float(x) for x in _fit(rest))
-        model = StepModel(a, b, c, obs.context, len(rest))
-        pred = model.predict(obs.point)
-        tput.append(pred.output_throughput / obs.output_throughput - 1)
-        itl.append(pred.itl_ms / obs.itl_ms - 1)
-    return tput, itl
+        model = calibrate(rest) if bands else _costs(rest)
+        out.add(obs, model.predict(obs.point))
+    return out
 
 
 @dataclass(frozen=True)
@@ -171,6 +185,12 @@ class Accuracy:
     rows: list[tuple[Observation, Prediction]] = field(default_factory=list)
     throughput_errors: list[float] = field(default_factory=list)
     itl_errors: list[float] = field(default_factory=list)
+
+    def add(self, obs: Observation, pred: Prediction) -> None:
+        """Score one prediction against what was measured."""
+        self.rows.append((obs, pred))
+        self.throughput_errors.append(pred.output_throughput / obs.output_throughput - 1)
+        self.itl_errors.append(pred.itl_ms / obs.itl_ms - 1)
 
     @property
     def median_abs_throughput_error(self) -> float:
@@ -196,8 +216,5 @@ def accuracy(model: StepModel, measured: Sequence[Observation]) -> Accuracy:
     """The model's predictions for ``measured`` points against their figures."""
     out = Accuracy()
     for obs in measured:
-        pred = model.predict(obs.point)
-        out.rows.append((obs, pred))
-        out.throughput_errors.append(pred.output_throughput / obs.output_throughput - 1)
-        out.itl_errors.append(pred.itl_ms / obs.itl_ms - 1)
+        out.add(obs, model.predict(obs.point))
     return out

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tuner.perfmodel.fit import Accuracy, Prediction, StepModel, calibrate
+from tuner.perfmodel.fit import Accuracy, Prediction, StepModel, calibrate, held_out
 from tuner.perfmodel.observation import MODELLED_ENGINE_KEYS, Observation, observation_of_trial
 
 __all__ = ["MIN_TRIALS", "StudyModel", "study_model"]
@@ -80,17 +80,5 @@ def study_model(trials: Iterable[Any]) -> StudyModel:
     if len(group) < MIN_TRIALS:
         return StudyModel(None, group, unusable, other, None,
                           f"{len(group)} comparable trial(s); the model needs {MIN_TRIALS}")  # fmt: skip
-    return StudyModel(calibrate(group), group, unusable, other, _held_out(group))
-
-
-def _held_out(group: list[Observation]) -> Accuracy | None:
-    if len(group) <= MIN_TRIALS:
-        return None
-    out = Accuracy()
-    for i, obs in enumerate(group):
-        model = calibrate([o for j, o in enumerate(group) if j != i])
-        pred = model.predict(obs.point)
-        out.rows.append((obs, pred))
-        out.throughput_errors.append(pred.output_throughput / obs.output_throughput - 1)
-        out.itl_errors.append(pred.itl_ms / obs.itl_ms - 1)
-    return out
+    scored = held_out(group) if len(group) > MIN_TRIALS else None
+    return StudyModel(calibrate(group), group, unusable, other, scored)
