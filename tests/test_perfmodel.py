@@ -139,3 +139,16 @@ def test_the_cli_prints_the_core_s_model_and_prediction(tmp_path) -> None:
     assert "each trial predicted from the others" in table.stdout
     empty = cli.invoke(app, ["model", "--study", "none", "--store", store_path])
     assert empty.exit_code == 2 and "no model" in empty.stderr
+
+
+def test_a_trial_s_point_is_what_vllm_ran_else_the_release_default_for_its_gpu() -> None:
+    t = trial("s", 8, 4)
+    t.config = EngineConfig("m", engine={})  # neither knob set
+    t.platform, t.gpu_names = "rocm", ["AMD Instinct MI300X"]
+    t.effective = {"values": {"max-num-batched-tokens": {"value": "8192", "evidence": "log"}}}
+    obs = observation_of_trial(t)
+    assert obs is not None
+    # MBT from the engine's log; max-num-seqs from vLLM 0.32's >= 160 GiB tier (MI300X).
+    assert (obs.point.max_num_batched_tokens, obs.point.max_num_seqs) == (8192, 1024)
+    t.gpu_names = ["NVIDIA A100-SXM4-80GB"]  # vLLM keeps A100s on the smallest tier
+    assert observation_of_trial(t).point.max_num_seqs == 256  # type: ignore[union-attr]

@@ -117,10 +117,17 @@ def observation_of_trial(trial: Any) -> Observation | None:
     if str(getattr(trial.status, "value", trial.status)) != "done" or not tput or not itl_ms:
         return None
     version = trial.vllm_version or "0.32.0"
-    gib = (trial.telemetry or {}).get("gpu_memory_gib") if trial.telemetry else None
-    base = batch_defaults(version, trial.platform or "cpu", gib)
-    found = point_of(trial.config.engine, trial.workload, (base.max_num_batched_tokens,
-                                                           base.max_num_seqs))  # fmt: skip
+    # What vLLM ran wins over what was asked (its start-up log, tuner.engine.effective);
+    # an unset knob vLLM did not log is the release's default for the platform.
+    ran = (trial.effective or {}).get("values") or {}
+    engine = dict(trial.config.engine)
+    for key in MODELLED_ENGINE_KEYS:
+        logged = ran.get(key)
+        if isinstance(logged, dict) and logged.get("value") is not None:
+            engine[key] = logged["value"]
+    gib, name = _device(trial.gpu_names)
+    base = batch_defaults(version, trial.platform or "cpu", gib, device_name=name)
+    found = point_of(engine, trial.workload, (base.max_num_batched_tokens, base.max_num_seqs))
     if found is None:
         return None
     point, context = found
@@ -134,3 +141,13 @@ def _int(value: Any, default: int) -> int:
         return int(value) if value is not None else default
     except (TypeError, ValueError):
         return default
+
+
+def _device(names: list[str]) -> tuple[float | None, str | None]:
+    """The first GPU's memory (the GPU table) and name, which pick vLLM's batch defaults."""
+    from tuner.knobs.gpus import from_telemetry_name
+
+    for name in names:
+        spec = from_telemetry_name(name)
+        return (spec.hbm_gib if spec else None), name
+    return None, None
