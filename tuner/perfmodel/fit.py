@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tuner.errors import TunelabError
 from tuner.perfmodel.observation import Observation, Point
 from tuner.perfmodel.waves import duration_row, itl_row
 
@@ -29,7 +30,7 @@ MIN_FOR_LOO = 4
 COVERAGE = 0.8
 
 
-class ModelError(ValueError):
+class ModelError(TunelabError, ValueError):
     """The observations cannot calibrate a model (too few, or of different contexts)."""
 
 
