@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tuner.bench.workload import Workload
+from tuner.bench.workload import DatasetKind, Workload
 
 __all__ = ["MODELLED_ENGINE_KEYS", "Observation", "Point", "observation_of_trial", "point_of"]
 
@@ -91,9 +91,8 @@ def point_of(
         defaults: (max-num-batched-tokens, max-num-seqs) vLLM uses when unset.
     """
     closed = math.isinf(workload.request_rate) and workload.duration_s is None
-    if not closed or workload.dataset_path or workload.range_ratio or workload.turns > 1:
-        return None
-    if str(workload.dataset_kind) not in ("", "random"):
+    random = workload.source_kind is DatasetKind.RANDOM  # no file, no prefix, no sessions
+    if not closed or not random or workload.range_ratio or workload.turns > 1:
         return None
     mbt = _int(engine.get("max-num-batched-tokens"), defaults[0])
     seqs = _int(engine.get("max-num-seqs"), defaults[1])
