@@ -41,7 +41,18 @@ pytestmark = pytest.mark.engine
 # 32 warm-ups run at concurrency 32, so each engine launch compiles its 32-wide
 # batch shapes before the measured run (with 2, one launch of the same config
 # measured 1480 and the next 3614 tok/s: the compile landed inside the run).
-LOAD = Workload(input_len=32, output_len=32, num_prompts=32, concurrency=32, warmup_requests=32)
+# The measured run lasts 2 s in both arms (sending the 32 prompts over and over): 32
+# requests alone took B 0.2 s, so one 0.4 s stall of the host (CI measured B 1664 tok/s,
+# every token of the median request arriving with its first, beside 5212/5007/6584) cut a
+# launch's figure to a third and cost the A/B its early stop.
+LOAD = Workload(
+    input_len=32,
+    output_len=32,
+    num_prompts=32,
+    concurrency=32,
+    warmup_requests=32,
+    duration_s=2.0,
+)
 
 
 def _base(demo_model_path: Path) -> EngineConfig:
