@@ -12,7 +12,8 @@ like a real engine and serves ``/health``, ``/v1/models``, ``/tokenize``,
 - ``--max-num-seqs N`` (vLLM's flag, from the config's engine arguments): at
   most N streams generate at once; the others queue, as in vLLM's scheduler.
 - ``DOUBLE_TOKEN_MS`` (environment, i.e. an env knob of the config): the gap
-  between tokens of one stream, in ms (default 2).
+  between tokens of one stream, in ms (default 2); ``/metrics`` sums the gaps as vLLM's
+  ``inter_token_latency_seconds`` histogram does (its ``_sum`` and ``_count``).
 - ``DOUBLE_STARTUP_S``: seconds to sleep before listening (default 0.1).
 - ``DOUBLE_NOISE``: launch-to-launch noise, the sigma of a log-normal factor
   drawn once per start and applied to the token gap (default 0: none), as a
@@ -68,6 +69,8 @@ class _State:
         self.lock = threading.Lock()
         self.running = 0
         self.generated = 0
+        self.itl_sum = 0.0  # vLLM's inter_token_latency_seconds histogram: sum and count
+        self.itl_count = 0
 
 
 def _handler(state: _State) -> type[BaseHTTPRequestHandler]:
@@ -97,6 +100,8 @@ def _handler(state: _State) -> type[BaseHTTPRequestHandler]:
                     text = (
                         f"vllm:num_requests_running {state.running}\n"
                         f"vllm:generation_tokens_total {state.generated}\n"
+                        f"vllm:inter_token_latency_seconds_sum {state.itl_sum}\n"
+                        f"vllm:inter_token_latency_seconds_count {state.itl_count}\n"
                     )
                 self._send(200, text.encode(), "text/plain")
             else:
@@ -138,8 +143,15 @@ def _handler(state: _State) -> type[BaseHTTPRequestHandler]:
                 with state.lock:
                     state.running += 1
                 try:
+                    last = None
                     for i in range(n):
                         time.sleep(state.token_ms / 1000.0)
+                        now = time.monotonic()
+                        if last is not None:
+                            with state.lock:
+                                state.itl_sum += now - last
+                                state.itl_count += 1
+                        last = now
                         self._event(
                             {
                                 "id": "cmpl-double",

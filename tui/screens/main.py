@@ -371,6 +371,7 @@ class MainScreen(Screen[None]):
             panel.note(f"{line} · {window.short()}" if window else line, at=at)
             if window is not None:
                 panel.event(f"⚠ {window.describe()}", style="yellow", at=at)
+            self._forecast_score(trial, at)
         elif isinstance(event, ev.TrialFailed):
             panel.stage("failed", None, event.reason, at=at)
             panel.engine_line(f"FAILED: {event.reason}")
@@ -381,6 +382,15 @@ class MainScreen(Screen[None]):
             self.query_one(GpuPanel).occupy(event.by_gpu())
         elif isinstance(event, ev.TrialSkipped):
             panel.stage("skipped", None, "the rules found errors; no engine was started", at=at)
+
+    def _forecast_score(self, trial: Trial, at: float | None) -> None:
+        """How far the study model's forecast, stored before the run, was from its figures."""
+        from tuner.perfmodel.forecast import score_of  # light: no numpy behind it
+
+        score = score_of(trial)
+        if score is not None:
+            panel = self.run_panel
+            panel.event(score.describe(), style="" if score.inside else "yellow", at=at)
 
     @on(JobFinished)
     def _job_finished(self, message: JobFinished) -> None:

@@ -51,13 +51,16 @@ def model_command(
     as_json: opt.JsonOpt = False,
 ) -> None:
     """A study's performance model: its accuracy on the study's trials, or a prediction."""
+    from tuner.perfmodel.forecast import record_of
     from tuner.perfmodel.study import study_model
 
     store = opt.open_store("model", store_path)
     try:
-        found = study_model(store.list(study=study))
+        trials = store.list(study=study)
     finally:
         store.close()
+    found = study_model(trials)
+    stored = record_of(trials)
     changes = {
         k: v
         for k, v in {
@@ -79,7 +82,7 @@ def model_command(
             raise opt.usage_error("model", str(exc)) from None
         _print_prediction(pred, found, as_json)
         return
-    _print_accuracy(found, study, as_json)
+    _print_accuracy(found, study, stored, as_json)
 
 
 def _prediction_dict(pred: Prediction) -> dict[str, Any]:
@@ -106,7 +109,21 @@ def _print_prediction(pred: Prediction, found: StudyModel, as_json: bool) -> Non
                "latest trial's: a change the model does not know is unknown until run")  # fmt: skip
 
 
-def _print_accuracy(found: StudyModel, study: str, as_json: bool) -> None:
+def _stored_line(stored: dict[str, Any]) -> str:
+    """The record of the forecasts stored before each run (tuner.perfmodel.forecast)."""
+    n = stored["forecasts"]
+    if not n:
+        return "no forecast was stored before a run of this study yet"
+    itl = stored["median_abs_itl_error"]
+    itl_text = f", ITL {itl:.1%}" if itl is not None else ""
+    return (
+        f"forecasts made before each run: {n}; median |error| throughput "
+        f"{stored['median_abs_throughput_error']:.1%}{itl_text}; {stored['inside']:.0%} of "
+        "runs inside their stated 80 % intervals"
+    )
+
+
+def _print_accuracy(found: StudyModel, study: str, stored: dict[str, Any], as_json: bool) -> None:
     model, held = found.model, found.held_out
     assert model is not None
     if as_json:
@@ -117,6 +134,7 @@ def _print_accuracy(found: StudyModel, study: str, as_json: bool) -> None:
             "bands": {"throughput": model.throughput_band, "itl": model.itl_band},
             "unusable": found.unusable,
             "other_context": found.other_context,
+            "stored_forecasts": stored,
         }
         if held is not None:
             out["held_out"] = {
@@ -142,6 +160,7 @@ def _print_accuracy(found: StudyModel, study: str, as_json: bool) -> None:
         f"({found.unusable} unusable, {found.other_context} of another config left out)",
         markup=False,
     )
+    console.print(_stored_line(stored), markup=False)
     if held is None:
         console.print("too few trials to predict one from the others", markup=False)
         return

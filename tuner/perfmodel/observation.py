@@ -16,7 +16,15 @@ from typing import Any
 
 from tuner.bench.workload import DatasetKind, Workload
 
-__all__ = ["MODELLED_ENGINE_KEYS", "Observation", "Point", "observation_of_trial", "point_of"]
+__all__ = [
+    "MODELLED_ENGINE_KEYS",
+    "Observation",
+    "Point",
+    "context_text",
+    "observation_of_trial",
+    "point_of",
+    "trial_parts",
+]
 
 MODELLED_ENGINE_KEYS = frozenset({"max-num-seqs", "max-num-batched-tokens"})
 _MODELLED_WORKLOAD = frozenset(
@@ -103,18 +111,17 @@ def point_of(
     return point, json.dumps([rest_engine, rest_workload], sort_keys=True, default=str)
 
 
-def observation_of_trial(trial: Any) -> Observation | None:
-    """A finished trial's observation, or None (not done, no figures, not a wave workload).
+def trial_parts(trial: Any) -> tuple[Point, dict[str, Any]] | None:
+    """A trial's point and the parts of its context, measured or not; None when the wave
+    arithmetic does not describe its workload.
 
-    The context adds the model, the env, the platform and the vLLM version: a prediction is
-    made only within one of those.
+    The parts are what must be equal for two trials to share step costs: the model, the
+    env, the platform, the vLLM release, the other engine arguments and the workload's
+    other fields (:func:`context_text` joins them; :mod:`tuner.perfmodel.forecast` names
+    the ones that differ).
     """
     from tuner.knobs.defaults import batch_defaults
 
-    results = trial.results or {}
-    tput, itl_ms = results.get("output_throughput"), (trial.server or {}).get("mean_itl_ms")
-    if str(getattr(trial.status, "value", trial.status)) != "done" or not tput or not itl_ms:
-        return None
     version = trial.vllm_version or "0.32.0"
     # What vLLM ran wins over what was asked (its start-up log, tuner.engine.effective);
     # an unset knob vLLM did not log is the release's default for the platform.
@@ -129,10 +136,40 @@ def observation_of_trial(trial: Any) -> Observation | None:
     found = point_of(engine, trial.workload, (base.max_num_batched_tokens, base.max_num_seqs))
     if found is None:
         return None
-    point, context = found
-    whole = json.dumps([trial.config.model, trial.config.env, trial.platform, version, context],
-                       sort_keys=True, default=str)  # fmt: skip
-    return Observation(point, whole, float(tput), float(itl_ms), trial.id)
+    point = found[0]
+    parts = {
+        "model": trial.config.model,
+        "env": dict(trial.config.env),
+        "platform": trial.platform,
+        "vllm": version,
+        "engine": {k: v for k, v in engine.items() if k not in MODELLED_ENGINE_KEYS},
+        "workload": {
+            k: v for k, v in trial.workload.to_dict().items() if k not in _MODELLED_WORKLOAD
+        },
+    }
+    return point, parts
+
+
+def context_text(parts: Mapping[str, Any]) -> str:
+    """The context as one comparable text."""
+    return json.dumps(parts, sort_keys=True, default=str)
+
+
+def observation_of_trial(trial: Any) -> Observation | None:
+    """A finished trial's observation, or None (not done, no figures, not a wave workload).
+
+    The context adds the model, the env, the platform and the vLLM version: a prediction is
+    made only within one of those.
+    """
+    results = trial.results or {}
+    tput, itl_ms = results.get("output_throughput"), (trial.server or {}).get("mean_itl_ms")
+    if str(getattr(trial.status, "value", trial.status)) != "done" or not tput or not itl_ms:
+        return None
+    found = trial_parts(trial)
+    if found is None:
+        return None
+    point, parts = found
+    return Observation(point, context_text(parts), float(tput), float(itl_ms), trial.id)
 
 
 def _int(value: Any, default: int) -> int:

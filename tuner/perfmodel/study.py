@@ -16,11 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuner.perfmodel.fit import Accuracy, Prediction, StepModel, calibrate, held_out
+from tuner.perfmodel.forecast import MIN_TRIALS  # three unknown step costs
 from tuner.perfmodel.observation import MODELLED_ENGINE_KEYS, Observation, observation_of_trial
 
 __all__ = ["MIN_TRIALS", "StudyModel", "study_model"]
-
-MIN_TRIALS = 3  # three unknown step costs
 
 
 @dataclass(frozen=True)

@@ -157,6 +157,11 @@ class Trial:
             the guard (``tuner.profiles.capture``; issue 29): the trace's path, the
             window's load and times, and its summary by kernel family — or the
             reason it could not be taken; None when none was asked (schema 8).
+        prediction: The study model's forecast of this trial, made as its measured
+            run began from the study's measured trials
+            (``tuner.perfmodel.forecast.Forecast`` in ``to_dict`` form; issue 31):
+            the figures with their 80 % intervals, or why the model could not say;
+            None before schema 9 or for a trial outside a study run.
     """
 
     config: EngineConfig
@@ -196,6 +201,7 @@ class Trial:
     environment: dict[str, Any] | None = None
     untuned: dict[str, Any] | None = None
     profile: dict[str, Any] | None = None
+    prediction: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.status, TrialStatus):

@@ -42,6 +42,7 @@ JSON_FIELDS = (
     "environment",
     "untuned",
     "profile",
+    "prediction",
 )
 # Scalar fields stored as plain columns (status as its string value).
 SCALAR_FIELDS = (

@@ -141,7 +141,7 @@ class EngineSession:
         """
         assert self.engine is not None and self.engine.url is not None
         self.current = trial
-        self.store.update_status(trial, TrialStatus.MEASURING)
+        self.store.update_status(trial, TrialStatus.MEASURING, prediction=self._forecast(trial))
         self.emit(TrialStage(trial.id, "warmup" if trial.workload.warmup_requests else "measuring"))
         marks: dict[str, float] = {}
         if self.sampler is not None:
@@ -154,6 +154,13 @@ class EngineSession:
             self.fail(trial, f"the benchmark failed: {type(exc).__name__}: {exc}")
             return
         await self._record(trial, model, result, marks)
+
+    def _forecast(self, trial: Trial) -> dict[str, Any]:
+        """The study model's forecast of ``trial`` from the study's measured trials so far
+        (tuner.perfmodel.forecast, issue 31), stored before its figures exist."""
+        from tuner.perfmodel.forecast import forecast_record
+
+        return forecast_record(self.store.list(study=trial.study), trial)
 
     def _progress(
         self, trial: Trial, marks: dict[str, float]

@@ -515,6 +515,17 @@ def _typed(value: Any, path: str) -> None:
         raise _fail(path, value, "a typed value")
 
 
+# tuner.perfmodel.forecast.Forecast.to_dict (issue 31).
+PREDICTION = obj(
+    {
+        "output_throughput": num(finite=True),
+        "itl_ms": num(finite=True),
+        "throughput_band": num(null=False, finite=True),
+        "itl_band": num(null=False, finite=True),
+        "trials": _COUNT,
+        "reason": _TEXT,
+    }
+)
 _TIME = num(finite=True)
 _PID = integer(lo=0, hi=MAX_PID)
 # Every field of Trial.to_dict. The workload, findings and guard record are then
@@ -558,6 +569,7 @@ TRIAL_FIELDS: dict[str, Check] = {
     "environment": ENVIRONMENT,
     "untuned": UNTUNED,
     "profile": PROFILE,
+    "prediction": PREDICTION,
 }
 
 

@@ -49,7 +49,8 @@ from tuner.trials.rows import (
 # 6: the ``environment`` column (the fingerprint each trial ran on; issue 17).
 # 7: the ``untuned`` column (AITER kernel shapes that ran untuned; issue 29).
 # 8: the ``profile`` column (a torch-profiler window after the measured run; issue 29).
-SCHEMA_VERSION = 8
+# 9: the ``prediction`` column (the study model's forecast before the run; issue 31).
+SCHEMA_VERSION = 9
 DB_NAME = "tunelab.db"
 BUSY_TIMEOUT_S = 30.0
 
@@ -207,7 +208,8 @@ class TrialStore:
                     conn.execute(statement)
             # An older store's trials table lacks the columns added since
             # (version 3: effective; version 4: engine_token; version 5: guard;
-            # version 6: environment; version 7: untuned; version 8: profile).
+            # version 6: environment; version 7: untuned; version 8: profile;
+            # version 9: prediction).
             have = {row[1] for row in conn.execute("PRAGMA table_info(trials)")}
             for name in (*SCALAR_FIELDS, *JSON_FIELDS):
                 if name not in have:
