@@ -47,3 +47,37 @@ async def test_a_finished_run_shows_how_far_the_stored_forecast_was() -> None:
         assert score is not None and not score.inside
         assert " ".join(score.describe().split()) in _log_text(app)
         assert "OUTSIDE its 80 % interval" in _log_text(app)
+
+
+async def test_the_findings_panel_forecasts_the_next_run_as_the_core_does() -> None:
+    from tests.support.tui_harness import wait_for
+    from tui.widgets.findings_panel import FindingsPanel
+    from tuner.bench.workload import Workload
+    from tuner.config import EngineConfig
+    from tuner.lab.study import Study
+    from tuner.trials.store import TrialStore, default_path
+
+    app = TunelabApp(services=services())
+    async with app.run_test(size=(200, 40)) as pilot:
+        await settle(pilot)
+        panel = app.main.query_one(FindingsPanel)
+        assert panel.border_subtitle == ""  # no store, nothing to learn from: nothing said
+        with TrialStore(default_path()) as store:
+            for t in _study(app.session.study):
+                store.add(t)
+            trials = store.list(study=app.session.study)
+        config = EngineConfig("m", engine={"max-num-seqs": 32})
+        workload = Workload(input_len=256, output_len=64, num_prompts=64, concurrency=16)
+        want = Study(None, app.session.study).forecast_next(config, workload, trials).short()
+        assert want.startswith("next run ≈ ")
+        app.session.config, app.session.workload = config, workload
+        app.main.recheck()
+        await wait_for(pilot, lambda: panel.border_subtitle == want, what="the forecast")
+        # A knob the model does not know: it says so instead of guessing.
+        app.session.config = config.with_values({"enable-chunked-prefill": False})
+        app.main.recheck()
+        await wait_for(
+            pilot,
+            lambda: panel.border_subtitle == "next run: unknown until run",
+            what="unknown until run",
+        )

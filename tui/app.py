@@ -163,6 +163,24 @@ class TunelabApp(WorkerErrors, KeyActions, App[None]):
         if lines:
             self.call_from_thread(self.main.show_idle, study.name, tuple(lines))
 
+    @work(thread=True, group="forecast", exclusive=True, exit_on_error=False)
+    def forecast_next(self) -> None:
+        """The Findings panel's forecast of running the current config next: the study's
+        model from its measured trials (tuner.lab.study.Study.forecast_next)."""
+        from textual.worker import get_current_worker
+
+        from tui.widgets.findings_panel import FindingsPanel
+        from tuner.trials.store import default_path
+
+        session = self.session
+        path = session.services.store_path or default_path()
+        if session.workload is None or not Path(path).exists():
+            return  # nothing stored yet: never create the store to read it
+        text = self.jobs.study().forecast_next(session.config, session.workload).short()
+        if not get_current_worker().is_cancelled:
+            panel = self.main.query_one(FindingsPanel)
+            self.call_from_thread(panel.show_forecast, text)
+
     @work(thread=True, group="warm", exit_on_error=False)
     def warm_imports(self) -> None:
         """Load what the first r, t, c or e needs, once the screen is up (not on a key press)."""

@@ -182,6 +182,7 @@ class MainScreen(Screen[None]):
         empty = checks.no_findings_text(session.model_info, session.rules_target)
         self.query_one(FindingsPanel).show(session.findings, empty)
         self.app.refresh_bindings()  # `f` is offered only while a finding has a fix
+        self.app.forecast_next()  # type: ignore[attr-defined]
         return session.findings
 
     def set_engine_state(self, state: str) -> None:
@@ -398,6 +399,7 @@ class MainScreen(Screen[None]):
         from tuner.lab.reports import ABReport, CapacityReport, SweepReport
 
         panel = self.run_panel
+        self.app.forecast_next()  # type: ignore[attr-defined]  # the study learned from it
         stopped = not message.ok and "stopped" in message.summary
         panel.end("done" if message.ok else "stopped" if stopped else "failed")
         self._backend = None

@@ -49,10 +49,19 @@ def render_findings(findings: Sequence[Finding], empty: str = "") -> Text:
 
 
 class FindingsPanel(Static):
-    """The live list of findings for the current config."""
+    """The live list of findings for the current config, and the study model's forecast of
+    running it (its subtitle while nothing blocks Run)."""
+
+    forecast = ""
 
     def on_mount(self) -> None:
         self.border_title = "Findings"
+
+    def show_forecast(self, text: str) -> None:
+        """The next run's forecast (tuner.lab.study.Study.forecast_next), under the findings."""
+        self.forecast = text
+        if not self.has_class("-error"):
+            self.border_subtitle = text
 
     def show(self, findings: Sequence[Finding], empty: str = "") -> None:
         """Render ``findings`` (``empty``: the core's sentence for none) and count them in the title."""
@@ -64,7 +73,7 @@ class FindingsPanel(Static):
             f"Findings · {errors} error{'s' if errors != 1 else ''}, {warnings} warn"
         )
         if not errors:
-            self.border_subtitle = ""
+            self.border_subtitle = self.forecast
         elif any(f.fix for f in findings if f.severity is Severity.ERROR):
             self.border_subtitle = "Run blocked: press f to apply the fix"
         else:

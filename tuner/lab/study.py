@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tuner import bounded
 from tuner.config import EngineValue
@@ -49,6 +50,11 @@ from tuner.trials.guard_check import (
 )
 from tuner.trials.model import Trial
 from tuner.trials.store import StoreError, TrialNotFound, TrialStore
+
+if TYPE_CHECKING:
+    from tuner.bench.workload import Workload
+    from tuner.config import EngineConfig
+    from tuner.perfmodel.forecast import Forecast
 
 BASELINE_HOW_KEY = "baseline-how"
 LAST_AB_KEY = "last-ab"
@@ -260,6 +266,23 @@ class Study:
     def capacity_steps(self, trials: Sequence[Trial] | None = None) -> list[CapacityStep]:
         """The study's capacity launches from their stored probes (a stopped search included)."""
         return capacity_steps(self.trials() if trials is None else trials)
+
+    # -- the study's performance model (issue 31) ----------------------------------------
+    def forecast_next(
+        self, config: EngineConfig, workload: Workload, trials: Sequence[Trial] | None = None
+    ) -> Forecast:
+        """What the study's model expects of running ``config`` on ``workload`` next
+        (tuner.perfmodel.forecast: the forecast a run then stores), or why it cannot say."""
+        from tuner.perfmodel.forecast import NO_TRIALS, Forecast, forecast, latest_measured
+
+        trials = self.trials() if trials is None else trials
+        latest = latest_measured(trials)
+        if latest is None:
+            return Forecast(reason=NO_TRIALS)
+        candidate = Trial(config=config, workload=workload, study=self.name,
+                          platform=latest.platform, vllm_version=latest.vllm_version,
+                          gpu_names=list(latest.gpu_names))  # fmt: skip
+        return forecast(trials, candidate)
 
     # -- detached jobs --------------------------------------------------------------
     def job_shown(self) -> str | None:
