@@ -92,6 +92,14 @@ SweepOpt = Annotated[
         "launches round-robin; the best is compared with the runner-up.",
     ),
 ]
+NoGuessOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-guess",
+        help="Search by doubling and bisection alone: never let the study model measure "
+        "its predicted boundary first (once 3 probes are measured; docs/perf-model.md).",
+    ),
+]
 BPresetOpt = Annotated[
     str | None, typer.Option("--b-preset", help="Capacity A/B: arm B starts from this preset.")
 ]
@@ -124,6 +132,7 @@ def capacity_command(
     warmup: opt.WarmupOpt = opt.DEFAULT_WARMUP,
     seed: opt.SeedOpt = 0,
     confidence: ConfidenceOpt = 0.95,
+    no_guess: NoGuessOpt = False,
     study: CapacityStudyOpt = None,
     startup_timeout: opt.StartupTimeoutOpt = 600.0,
     store_path: opt.StoreOpt = None,
@@ -171,6 +180,7 @@ def capacity_command(
             launches=launches,
             probes=probes,
             confidence=confidence,
+            model=not no_guess,
         )
     except TunelabError as exc:
         raise opt.usage_error("capacity", with_fix(exc)) from None
@@ -258,9 +268,11 @@ def _finish_sweep(report: CapacitySweep, as_json: bool) -> None:
 
 def _print_launch(answer: LaunchCapacity) -> None:
     """One line per launch on stderr as it ends (a study can take a while)."""
-    loads = ", ".join(f"{p.value:g}{'' if p.met else '✗'}" for p in answer.probes)
     what = answer.failure or f"capacity {answer.capacity:g}"
-    typer.echo(f"launch {answer.launch + 1}: {what}  (probes: {loads})", err=True)
+    how = "" if answer.failure else f"; {answer.search_text()}"
+    typer.echo(
+        f"launch {answer.launch + 1}: {what}  (probes: {answer.probes_text()}{how})", err=True
+    )
 
 
 def _print_arm_launch(arm: str, answer: LaunchCapacity) -> None:
@@ -274,7 +286,7 @@ def print_capacity(report: CapacityReport, arm: str | None = None) -> None:
     """The per-launch table and the one-line answer."""
     title = f"capacity — study {markup(report.study)}" + (f", arm {arm}" if arm else "")
     table = Table(title=title, title_justify="left")
-    for name in ("launch", "capacity", "first miss", "probes (✗ = missed)", "note"):
+    for name in ("launch", "capacity", "first miss", "probes (✗ missed, ◆ model)", "note"):
         table.add_column(name)
     for launch in report.launches:
         note = launch.failure or ("" if launch.converged else "out of probes")
@@ -284,7 +296,7 @@ def print_capacity(report: CapacityReport, arm: str | None = None) -> None:
             str(launch.launch + 1),
             f"{launch.capacity:g}" if launch.measured else "-",
             f"{launch.failing:g}" if launch.failing is not None else "-",
-            markup(", ".join(f"{p.value:g}{'' if p.met else '✗'}" for p in launch.probes)),
+            markup(launch.probes_text()),
             markup(note),
         )
     console = Console()

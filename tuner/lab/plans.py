@@ -355,6 +355,7 @@ class CapacityPlan:
     launches: int = lab_capacity.LAUNCHES
     probes: int = lab_capacity.PROBES
     confidence: float = 0.95
+    model: bool = True
 
     kind: ClassVar[str] = "capacity"
     skips_extra: ClassVar[bool] = False
@@ -395,6 +396,7 @@ class CapacityPlan:
             "probes": self.probes,
             "study": self.study,
             "confidence": self.confidence,
+            "model": self.model,
         }
         report = hooks.on_launch
         if hooks.on_trial is not None:  # each probe as it ends, as the A/B and sweep give theirs

@@ -123,21 +123,34 @@ class Bracket:
             return lo >= self.grid.units(self.grid.limit)
         return hi - lo <= 1
 
-    def next_units(self) -> int:
+    def next_units(self, guess: int | None = None) -> int:
         """The load to measure next (grid units); re-measures the boundary once converged.
 
         Doubling from the start while the SLO holds, then bisection (a failing
-        start bisects down towards one step).
+        start bisects down towards one step). ``guess``: a load a model expects at the
+        boundary (tuner.studies.capacity_model), measured instead when it lies strictly
+        inside the bracket and has not been measured.
         """
         lo, hi = self.bounds()
         top = self.grid.units(self.grid.limit)
         if not self.runs:
             return self.grid.units(self.grid.start)
+        if self.usable_guess(guess):
+            assert guess is not None
+            return guess
         if not self.converged:
             return min(top, lo * 2) if hi is None else (lo + hi) // 2
         # Converged: the side with fewer runs (the passing side on a tie) gets another.
         sides = [u for u in (lo, hi) if u is not None and u in self.runs]
         return min(sides, key=lambda u: (len(self.runs[u]), u != lo))
+
+    def usable_guess(self, guess: int | None) -> bool:
+        """Whether ``next_units`` would measure ``guess``: unconverged, inside the bracket."""
+        if guess is None or self.converged or guess in self.runs:
+            return False
+        lo, hi = self.bounds()
+        top = self.grid.units(self.grid.limit)
+        return lo < guess <= top and (hi is None or guess < hi)
 
     def record(self, units: int, values: dict[str, float] | None) -> None:
         self.runs.setdefault(units, []).append(values)
@@ -153,6 +166,8 @@ class Probe:
         trial_id: The stored trial.
         margin: The worst relative violation (<= 0: met; None: no results).
         values: The SLO keys' measured values.
+        by_model: The study model placed it (tuner.studies.capacity_model), not the
+            doubling or bisection.
     """
 
     value: float
@@ -160,6 +175,7 @@ class Probe:
     trial_id: str
     margin: float | None = None
     values: dict[str, float] = field(default_factory=dict)
+    by_model: bool = False
 
 
 @dataclass
@@ -174,6 +190,8 @@ class LaunchCapacity:
         capped: The limit itself met the SLO (the capacity is at least it).
         probes: The probes in run order.
         failure: Why the launch measured nothing (engine did not start, crashed...).
+        to_converge: Probes measured when the boundary was first bracketed (None: never);
+            the rest re-measured its two sides.
     """
 
     launch: int
@@ -183,10 +201,31 @@ class LaunchCapacity:
     capped: bool = False
     probes: list[Probe] = field(default_factory=list)
     failure: str | None = None
+    to_converge: int | None = None
 
     @property
     def measured(self) -> bool:
         return self.failure is None and bool(self.probes)
+
+    @property
+    def guided(self) -> int:
+        """Probes the study model placed."""
+        return sum(p.by_model for p in self.probes)
+
+    def probes_text(self) -> str:
+        """``1, 2, 4, 24◆, 25◆✗``: the loads in run order (✗ missed, ◆ placed by the model)."""
+        return ", ".join(
+            f"{p.value:g}{'◆' if p.by_model else ''}{'' if p.met else '✗'}" for p in self.probes
+        )
+
+    def search_text(self) -> str:
+        """How the boundary was found: probes to bracket it, and how many the model placed."""
+        if self.to_converge is None:
+            return "not bracketed within the probe budget"
+        said = f"bracketed after {self.to_converge} probe(s)"
+        if self.guided:
+            said += f", {self.guided} placed by the study model (◆)"
+        return said
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -196,6 +235,8 @@ class LaunchCapacity:
             "converged": self.converged,
             "capped": self.capped,
             "failure": self.failure,
+            "to_converge": self.to_converge,
+            "guided": self.guided,
             "probes": [
                 {
                     "value": p.value,
@@ -203,6 +244,7 @@ class LaunchCapacity:
                     "trial": p.trial_id,
                     "margin": p.margin,
                     "values": p.values,
+                    "by_model": p.by_model,
                 }
                 for p in self.probes
             ],

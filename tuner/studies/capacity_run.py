@@ -36,6 +36,7 @@ from tuner.studies.capacity import (
     Probe,
     launch_result,
 )
+from tuner.studies.capacity_model import MAX_GUIDED, model_guess
 from tuner.studies.common import study_name, value_of
 from tuner.studies.slo import SLO
 from tuner.trials.events import TrialDone, TrialEvent, TrialFailed, TrialStage
@@ -76,23 +77,43 @@ def slo_values(trial: Trial, slo: SLO) -> dict[str, float] | None:
 class _Planner:
     """Sets each probe's load when the probe before it ends (see the module docstring)."""
 
-    def __init__(self, probes: list[Trial], bracket: Bracket, base: Workload) -> None:
+    def __init__(
+        self, probes: list[Trial], bracket: Bracket, base: Workload, model: bool = True
+    ) -> None:
         self.probes = probes
         self.position = {t.id: i for i, t in enumerate(probes)}
         self.bracket = bracket
         self.base = base
+        self.model = model
         self.planned: dict[str, float] = {}
         self.started: set[str] = set()
         self.ended: set[str] = set()
+        self.measured: list[Trial] = []
+        self.guided = 0
+        self.converged_at: int | None = None
         self.error: BaseException | None = None
 
     def plan(self, index: int) -> None:
         grid = self.bracket.grid
-        value = grid.value(self.bracket.next_units())
+        guess = self._guess()
+        guided = self.bracket.usable_guess(guess)
+        value = grid.value(self.bracket.next_units(guess))
         trial = self.probes[index]
         trial.workload = probe_workload(self.base, grid, value)
         trial.tags = {**trial.tags, "value": value}
+        if guided:
+            self.guided += 1
+            trial.tags["planned_by"] = "model"
         self.planned[trial.id] = value
+
+    def _guess(self) -> int | None:
+        """The study model's boundary guess (tuner.studies.capacity_model), while it may."""
+        if not self.model or self.guided >= MAX_GUIDED or self.bracket.converged:
+            return None
+        grid = self.bracket.grid
+        return model_guess(
+            self.bracket, self.measured, lambda v: probe_workload(self.base, grid, v)
+        )
 
     def on_event(self, event: TrialEvent) -> None:
         try:
@@ -115,6 +136,9 @@ class _Planner:
         # A failed probe (too many failed requests, an engine crash at this load) misses.
         values = slo_values(trial, self.bracket.slo)
         self.bracket.record(self.bracket.grid.units(self.planned[trial.id]), values)
+        self.measured.append(trial)
+        if self.converged_at is None and self.bracket.converged:
+            self.converged_at = len(self.measured)
         index = self.position[trial.id] + 1
         if index < len(self.probes) and not self.probes[index].status.final:
             self.plan(index)
@@ -140,8 +164,11 @@ async def run_launch(
     launch: int,
     probes: int = DEFAULT_PROBES,
     arm: str | None = None,
+    model: bool = True,
 ) -> LaunchCapacity:
-    """One engine launch: the doubling-then-bisection search over ``probes`` probe trials.
+    """One engine launch: the doubling-then-bisection search over ``probes`` probe trials;
+    ``model``: let the study model place probes at its boundary guess once three are
+    measured (tuner.studies.capacity_model; False: never).
 
     Raises:
         CapacityError: A probe was measured at a load other than planned (a
@@ -169,7 +196,7 @@ async def run_launch(
         )
         for i in range(probes)
     ]
-    planner = _Planner(trials, bracket, base)
+    planner = _Planner(trials, bracket, base, model)
     planner.plan(0)
     # The drift guard checks outputs, not load: it would add seconds to every probe.
     probing = replace(
@@ -221,6 +248,7 @@ def _launch_answer(
                 trial_id=trial.id,
                 margin=bracket.slo.margin(values) if values is not None else None,
                 values=values or {},
+                by_model=trial.tags.get("planned_by") == "model",
             )
         )
     if not bracket.runs:
@@ -228,7 +256,7 @@ def _launch_answer(
         return LaunchCapacity(
             launch, 0.0, None, False, failure="; ".join(sorted(reasons)), probes=measured
         )
-    return launch_result(launch, bracket, measured)
+    return replace(launch_result(launch, bracket, measured), to_converge=planner.converged_at)
 
 
 async def run_capacity(
@@ -243,6 +271,7 @@ async def run_capacity(
     study: str | None = None,
     confidence: float = 0.95,
     on_launch: Callable[[LaunchCapacity], None] | None = None,
+    model: bool = True,
 ) -> CapacityReport:
     """Capacity of ``config`` at ``slo``: the search repeated on ``launches`` engine launches.
 
@@ -257,6 +286,8 @@ async def run_capacity(
         study: Study name (default ``capacity-<time>``).
         confidence: Level of the interval over launches.
         on_launch: Called with each launch's answer as it is known.
+        model: Let the study model place probes at its boundary guess
+            (tuner.studies.capacity_model; ``--no-model``: never).
 
     Raises:
         CapacityError: Fewer than 1 launch, or fewer probes than one doubling and one bisection.
@@ -266,8 +297,9 @@ async def run_capacity(
     answers: list[LaunchCapacity] = []
     for launch in range(launches):
         answer = await run_launch(
-            config, base, slo, grid, runner, study=name, launch=launch, probes=probes
-        )
+            config, base, slo, grid, runner, study=name, launch=launch, probes=probes,
+            model=model,
+        )  # fmt: skip
         answers.append(answer)
         if on_launch is not None:
             on_launch(answer)
@@ -294,6 +326,7 @@ async def run_capacity_ab(
     study: str | None = None,
     confidence: float = 0.95,
     on_launch: Callable[[str, LaunchCapacity], None] | None = None,
+    model: bool = True,
 ) -> CapacityAB:
     """Capacity as an A/B objective: both configs searched on ``launches`` launches each.
 
@@ -323,6 +356,7 @@ async def run_capacity_ab(
             launch=launch,
             probes=probes,
             arm=arm,
+            model=model,
         )
         answers[arm].append(answer)
         if on_launch is not None:

@@ -145,6 +145,7 @@ async def run_capacity_sweep(
     study: str | None = None,
     confidence: float = 0.95,
     on_launch: Callable[[str, LaunchCapacity], None] | None = None,
+    model: bool = True,
 ) -> CapacitySweep:
     """The capacity of ``config`` with ``key`` at each of ``values``.
 
@@ -174,6 +175,7 @@ async def run_capacity_sweep(
             launch=launch,
             probes=probes,
             arm=labels[index],
+            model=model,
         )
         found[index].append(answer)
         if on_launch is not None:

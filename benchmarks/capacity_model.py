@@ -1,0 +1,108 @@
+"""Capacity probes to bracket the boundary, with and without the study model placing them.
+
+Issue 31: once three probes of a launch are measured, the model (tuner.studies.capacity_model)
+predicts the SLO's percentiles at every load and measures its boundary guess first. This runs
+the same capacity search side by side — doubling and bisection alone (``--no-guess``), then
+with the model — and prints, per config, the capacity each found, the probes each needed to
+bracket the boundary (the rest of the budget re-measures its two sides), and the ratio.
+
+* ``--engine double`` (default): the study engine double (tests/support/study_engine_double.py:
+  a token gap per step, requests beyond max-num-seqs queue), one launch per search, for each
+  ``--seqs`` value; seconds.
+* ``--engine cpu``: the real vLLM CPU engine on the demo model, one launch each; run it under
+  the engine lock::
+
+    flock /tmp/tunelab-engine.lock .venv/bin/python benchmarks/capacity_model.py --engine cpu
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.support.study_cli import double_command  # noqa: E402
+from tuner.bench.workload import Workload  # noqa: E402
+from tuner.config import EngineConfig  # noqa: E402
+from tuner.rules import Target  # noqa: E402
+from tuner.studies.capacity import Grid, LaunchCapacity  # noqa: E402
+from tuner.studies.capacity_run import run_capacity  # noqa: E402
+from tuner.studies.executor import TrialRunner  # noqa: E402
+from tuner.studies.slo import parse_slo  # noqa: E402
+from tuner.trials.context import RunContext  # noqa: E402
+from tuner.trials.store import TrialStore  # noqa: E402
+
+
+def ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x]
+
+
+async def search(
+    config: EngineConfig, base: Workload, args: argparse.Namespace, model: bool, name: str
+) -> LaunchCapacity:
+    context = RunContext(Target(note="study engine double"), None, [])
+    with TrialStore(Path(os.environ["TUNELAB_HOME"]) / "trials.db") as store:
+        if args.engine == "double":
+            runner = TrialRunner(store, None, {"startup_timeout": 60, "context": context},
+                                 double_command)  # fmt: skip
+        else:
+            runner = TrialRunner(store, None, {"startup_timeout": 600.0})
+        report = await run_capacity(config, base, parse_slo(args.slo),
+                                    Grid("concurrency", 1, 1, args.limit), runner, launches=1,
+                                    probes=args.probes, study=name, model=model)  # fmt: skip
+    return report.launches[0]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--engine", choices=("double", "cpu"), default="double")
+    ap.add_argument("--seqs", type=ints, default=None, help="max-num-seqs values")
+    ap.add_argument("--slo", default=None)
+    ap.add_argument("--limit", type=int, default=64)
+    ap.add_argument("--probes", type=int, default=12)
+    ap.add_argument("--input-len", type=int, default=None)
+    ap.add_argument("--output-len", type=int, default=None)
+    args = ap.parse_args()
+    double = args.engine == "double"
+    args.seqs = args.seqs or ([6, 12, 24, 48] if double else [8])
+    args.slo = args.slo or ("p99_ttft_ms<=100" if double else "p99_ttft_ms<=1000")
+    os.environ["TUNELAB_HOME"] = tempfile.mkdtemp(prefix="tunelab-capmodel-")
+    os.environ.setdefault("DOUBLE_TOKEN_MS", "10")
+    base = Workload(input_len=args.input_len or (16 if double else 256),
+                    output_len=args.output_len or (16 if double else 32), num_prompts=4,
+                    warmup_requests=0 if double else 4)  # fmt: skip
+    print(f"{args.engine} engine · SLO {args.slo} · limit {args.limit} · {args.probes} probes "
+          f"per launch · {base.input_len} in / {base.output_len} out")  # fmt: skip
+    rows = []
+    for seqs in args.seqs:
+        if double:
+            config = EngineConfig(model="engine-double", engine={"max-num-seqs": seqs})
+        else:
+            from tuner.cpu_demo import demo_config
+
+            config = demo_config().with_values({"max-num-seqs": seqs})
+        found = {}
+        for model in (False, True):
+            name = f"cap-{seqs}-{'model' if model else 'plain'}"
+            found[model] = asyncio.run(search(config, base, args, model, name))
+            lc = found[model]
+            print(f"  max-num-seqs {seqs:>3} {'model' if model else 'plain'}: capacity "
+                  f"{lc.capacity:g} · probes {lc.probes_text()} · {lc.search_text()}",
+                  flush=True)  # fmt: skip
+        rows.append((seqs, found[False], found[True]))
+    print("\n| max-num-seqs | capacity plain / model | probes to bracket plain / model | fewer |")
+    print("|---|---|---|---|")
+    for seqs, plain, guided in rows:
+        a, b = plain.to_converge, guided.to_converge
+        fewer = f"{1 - b / a:.0%}" if a and b else "-"
+        print(f"| {seqs} | {plain.capacity:g} / {guided.capacity:g} | {a} / {b} | {fewer} |")
+
+
+if __name__ == "__main__":
+    main()
