@@ -9,8 +9,12 @@ bracket the boundary (the rest of the budget re-measures its two sides), and the
 * ``--engine double`` (default): the study engine double (tests/support/study_engine_double.py:
   a token gap per step, requests beyond max-num-seqs queue), one launch per search, for each
   ``--seqs`` value; seconds.
-* ``--engine cpu``: the real vLLM CPU engine on the demo model, one launch each; run it under
-  the engine lock::
+* ``--engine cpu``: the real vLLM CPU engine on the demo model. Its capacity varies several-
+  fold from one launch to the next (one pair of launches measured 50 and 17 users at the same
+  SLO), so two launches cannot be compared: both searches run on ONE engine, their probes
+  interleaved (plain, model, plain, ...), each to its bracket, ``--rounds`` times. The
+  search is the product's (tuner.studies.capacity_model.GuidedSearch, as every launch
+  runs it); only the trial runner around it is left out. Run it under the engine lock::
 
     flock /tmp/tunelab-engine.lock .venv/bin/python benchmarks/capacity_model.py --engine cpu
 """
@@ -48,15 +52,69 @@ async def search(
 ) -> LaunchCapacity:
     context = RunContext(Target(note="study engine double"), None, [])
     with TrialStore(Path(os.environ["TUNELAB_HOME"]) / "trials.db") as store:
-        if args.engine == "double":
-            runner = TrialRunner(store, None, {"startup_timeout": 60, "context": context},
-                                 double_command)  # fmt: skip
-        else:
-            runner = TrialRunner(store, None, {"startup_timeout": 600.0})
+        runner = TrialRunner(store, None, {"startup_timeout": 60, "context": context},
+                             double_command)  # fmt: skip
         report = await run_capacity(config, base, parse_slo(args.slo),
                                     Grid("concurrency", 1, 1, args.limit), runner, launches=1,
                                     probes=args.probes, study=name, model=model)  # fmt: skip
     return report.launches[0]
+
+
+def same_engine(config: EngineConfig, base: Workload, args: argparse.Namespace) -> list[tuple]:
+    """Both searches on one CPU engine, probes interleaved; (plain, model) GuidedSearch pairs."""
+    from tests.support.engine_thread import EngineThread
+    from tuner.bench import run_benchmark
+    from tuner.engine import EngineSpec
+    from tuner.studies.capacity import Bracket
+    from tuner.studies.capacity_model import GuidedSearch
+    from tuner.studies.capacity_run import probe_workload
+    from tuner.trials.model import Trial, TrialStatus
+
+    grid, slo = Grid("concurrency", 1, 1, args.limit), parse_slo(args.slo)
+    home = Path(os.environ["TUNELAB_HOME"])
+    spec = EngineSpec(config=config, log_path=home / "engine.log", startup_timeout=600)
+    runner = EngineThread(spec)
+    eng = runner.start()
+    at = lambda v: probe_workload(base, grid, v)  # noqa: E731
+    out = []
+    try:
+        for _ in range(args.rounds):
+            pair = (GuidedSearch(Bracket(grid, slo), False), GuidedSearch(Bracket(grid, slo), True))
+            while any(s.converged_at is None and len(s.measured) < args.probes for s in pair):
+                for search in pair:
+                    if search.converged_at is not None or len(search.measured) >= args.probes:
+                        continue
+                    units, expected = search.next(at)
+                    wl = at(grid.value(units))
+                    res = asyncio.run(run_benchmark(eng.url, eng.served_model, wl))
+                    trial = Trial(config=config, workload=wl, study="bench",
+                                  status=TrialStatus.DONE, results=dict(res.metrics),
+                                  server={"mean_itl_ms": res.server.mean_itl_ms},
+                                  platform="cpu", vllm_version=args.vllm)  # fmt: skip
+                    values = {k: float(res.metrics[k]) for k in slo.keys}
+                    search.record(units, values, trial, expected)
+                    mark = ("◆" if expected is not None else "") + ("" if slo.met(values) else "✗")
+                    print(f"    {'model' if search.model else 'plain'} {grid.value(units):g}{mark}",
+                          flush=True)  # fmt: skip
+            out.append(pair)
+    finally:
+        runner.stop()
+    return out
+
+
+def cpu_main(args: argparse.Namespace, base: Workload) -> None:
+    from tuner.cpu_demo import demo_config
+
+    for seqs in args.seqs:
+        config = demo_config().with_values({"max-num-seqs": seqs})
+        print(f"max-num-seqs {seqs}: one engine, {args.rounds} round(s)")
+        print("\n| round | capacity plain / model | probes to bracket plain / model "
+              "| placed by the model |")  # fmt: skip
+        print("|---|---|---|---|")
+        for i, (plain, guided) in enumerate(same_engine(config, base, args)):
+            cap = [s.bracket.grid.value(s.bracket.bounds()[0]) for s in (plain, guided)]
+            print(f"| {i + 1} | {cap[0]:g} / {cap[1]:g} | {plain.converged_at} / "
+                  f"{guided.converged_at} | {guided.guided} (model off: {guided.off}) |")  # fmt: skip
 
 
 def main() -> None:
@@ -68,6 +126,8 @@ def main() -> None:
     ap.add_argument("--probes", type=int, default=12)
     ap.add_argument("--input-len", type=int, default=None)
     ap.add_argument("--output-len", type=int, default=None)
+    ap.add_argument("--rounds", type=int, default=2, help="cpu: searches per engine")
+    ap.add_argument("--vllm", default="0.32.0", help="cpu: the installed vLLM release")
     args = ap.parse_args()
     double = args.engine == "double"
     args.seqs = args.seqs or ([6, 12, 24, 48] if double else [8])
@@ -79,14 +139,12 @@ def main() -> None:
                     warmup_requests=0 if double else 4)  # fmt: skip
     print(f"{args.engine} engine · SLO {args.slo} · limit {args.limit} · {args.probes} probes "
           f"per launch · {base.input_len} in / {base.output_len} out")  # fmt: skip
+    if not double:
+        cpu_main(args, base)
+        return
     rows = []
     for seqs in args.seqs:
-        if double:
-            config = EngineConfig(model="engine-double", engine={"max-num-seqs": seqs})
-        else:
-            from tuner.cpu_demo import demo_config
-
-            config = demo_config().with_values({"max-num-seqs": seqs})
+        config = EngineConfig(model="engine-double", engine={"max-num-seqs": seqs})
         found = {}
         for model in (False, True):
             name = f"cap-{seqs}-{'model' if model else 'plain'}"

@@ -24,6 +24,7 @@ from tuner.perfmodel.waves import duration_row, itl_row
 from tuner.rules import Target
 from tuner.studies.capacity import Bracket, Grid
 from tuner.studies.capacity_run import run_capacity
+from tuner.studies.capacity_steps import probe_view
 from tuner.studies.executor import TrialRunner
 from tuner.studies.slo import parse_slo
 from tuner.trials.context import RunContext
@@ -102,3 +103,45 @@ def test_the_model_brackets_the_capacity_in_fewer_probes_with_the_same_answer(
     assert guided.to_converge == 5 and guided.guided == 2
     assert [p.value for p in guided.probes[:5]] == [1, 2, 4, 12, 13]
     assert "5 probe(s), 2 placed by the study model" in guided.search_text()
+    # Every face reads a stored probe the same way (tuner.studies.capacity_steps).
+    with TrialStore(tmp_path / "trials.db") as store:
+        views = [probe_view(t) for t in store.list("guided")]
+    marked = {v.trial.id for v in views if v is not None and "◆" in v.cell()}
+    assert marked == {p.trial_id for p in guided.probes if p.by_model}
+
+
+def test_a_guess_the_measurement_contradicts_ends_the_model_s_guessing() -> None:
+    from tuner.studies.capacity_run import _Planner, probe_workload
+    from tuner.trials import events as ev
+    from tuner.trials.model import Trial, TrialStatus
+
+    grid, base = Grid("concurrency", 1, 1, 64), Workload(input_len=256, output_len=64,
+                                                         num_prompts=4)  # fmt: skip
+    at8 = replay(point(8, 2048, 8, 32), *COSTS3).metric("p99_ttft_ms")
+    assert at8 is not None
+    slo = parse_slo(f"p99_ttft_ms<={at8 * 1.5}")  # 8 sequences: queueing beyond 8 users misses
+    probes = [Trial(config=EngineConfig("m", engine={"max-num-seqs": 8}), workload=base,
+                    study="s", platform="cpu", vllm_version="0.32.0") for _ in range(6)]  # fmt: skip
+    planner = _Planner(probes, Bracket(grid, slo), base)
+
+    def measure(i: int, p99: float | None = None) -> None:
+        t = probes[i]
+        users = int(t.tags["value"])
+        assert t.workload == probe_workload(base, grid, users)
+        run = replay(point(8, 2048, users, 4 * users), *COSTS3)
+        t.status = TrialStatus.DONE
+        t.results = {"output_throughput": run.output_throughput,
+                     "p99_ttft_ms": p99 if p99 is not None else run.metric("p99_ttft_ms")}  # fmt: skip
+        t.server = {"mean_itl_ms": run.metric("mean_itl_ms")}
+        planner.on_event(ev.TrialStage(t.id, "measuring"))
+        planner.on_event(ev.TrialDone(t))
+
+    planner.plan(0)
+    for i in range(3):
+        measure(i)  # 1, 2, 4 users: doubling
+    assert planner.error is None
+    guided = probes[3]
+    assert guided.tags["value"] == 8 and guided.tags["planned_by"] == "model"
+    measure(3, p99=at8 * 10)  # the engine misses where the model said it meets
+    assert planner.search.off and planner.error is None
+    assert "planned_by" not in probes[4].tags and probes[4].tags["value"] == 6  # bisection

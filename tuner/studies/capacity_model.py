@@ -19,21 +19,36 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from tuner.bench.workload import Workload
 from tuner.studies.capacity import Bracket
 
-__all__ = ["MAX_GUIDED", "model_guess"]
+__all__ = ["MAX_GUIDED", "Guess", "GuidedSearch", "model_guess"]
 
-MAX_GUIDED = 4  # a model that keeps missing hands the search back to bisection
+MAX_GUIDED = 4  # guesses per launch at most; the first one the measurement contradicts ends them
+
+
+@dataclass(frozen=True)
+class Guess:
+    """A load to measure next, and the verdict the model expects of it there.
+
+    Attributes:
+        units: The load in grid units.
+        meets: Whether the model expects it to meet the SLO (a measured verdict that
+            differs shows the model wrong for this launch).
+    """
+
+    units: int
+    meets: bool
 
 
 def model_guess(
     bracket: Bracket,
     measured: Sequence[Any],
     workload_at: Callable[[float], Workload],
-) -> int | None:
+) -> Guess | None:
     """The load (grid units) the model expects to be the last one meeting the SLO, inside
     the bracket's open interval; None when the model cannot say (see the module docstring).
 
@@ -79,7 +94,7 @@ def model_guess(
     if verdict is None:
         return None  # an SLO key a replay cannot tell
     if not verdict:
-        return first  # the boundary is at lo: measuring lo + 1 should close the bracket
+        return Guess(first, False)  # the boundary is at lo: lo + 1 should close the bracket
     good, bad = first, last + 1
     while bad - good > 1:  # the largest load predicted to meet (latency grows with load)
         mid = (good + bad) // 2
@@ -87,4 +102,50 @@ def model_guess(
             good = mid
         else:
             bad = mid
-    return good
+    return Guess(good, True)
+
+
+@dataclass
+class GuidedSearch:
+    """One launch's search: the bracket, and the model's place in it (the one owner of when
+    the model may guess, and of when it has shown itself wrong).
+
+    Attributes:
+        bracket: The measured runs per load.
+        model: Whether the model may place probes at all.
+        measured: The finished probe trials, in order (the model's calibration).
+        guided: Probes the model placed so far.
+        off: A measured verdict contradicted the model: no more guesses this launch.
+        converged_at: Probes measured when the boundary was first bracketed.
+    """
+
+    bracket: Bracket
+    model: bool = True
+    measured: list[Any] = field(default_factory=list)
+    guided: int = 0
+    off: bool = False
+    converged_at: int | None = None
+
+    def next(self, workload_at: Callable[[float], Workload]) -> tuple[int, bool | None]:
+        """The load to measure next (grid units), and the verdict the model expects of it
+        (None: the search placed it, not the model)."""
+        guess = None
+        if self.model and not self.off and self.guided < MAX_GUIDED and not self.bracket.converged:
+            guess = model_guess(self.bracket, self.measured, workload_at)
+        units = guess.units if guess is not None else None
+        if guess is not None and self.bracket.usable_guess(units):
+            self.guided += 1
+            return guess.units, guess.meets
+        return self.bracket.next_units(), None
+
+    def record(
+        self, units: int, values: dict[str, float] | None, trial: Any, expected: bool | None
+    ) -> None:
+        """A measured probe: its run joins the bracket and the calibration; a verdict other
+        than the model ``expected`` ends the model's guessing."""
+        self.bracket.record(units, values)
+        self.measured.append(trial)
+        if expected is not None and expected != self.bracket.verdict(units):
+            self.off = True
+        if self.converged_at is None and self.bracket.converged:
+            self.converged_at = len(self.measured)

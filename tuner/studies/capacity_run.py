@@ -36,7 +36,7 @@ from tuner.studies.capacity import (
     Probe,
     launch_result,
 )
-from tuner.studies.capacity_model import MAX_GUIDED, model_guess
+from tuner.studies.capacity_model import GuidedSearch
 from tuner.studies.common import study_name, value_of
 from tuner.studies.slo import SLO
 from tuner.trials.events import TrialDone, TrialEvent, TrialFailed, TrialStage
@@ -84,36 +84,26 @@ class _Planner:
         self.position = {t.id: i for i, t in enumerate(probes)}
         self.bracket = bracket
         self.base = base
-        self.model = model
+        # Where the study model may place probes, and the verdict it expected of each one
+        # it placed (tuner.studies.capacity_model.GuidedSearch).
+        self.search = GuidedSearch(bracket, model)
+        self.expected: dict[str, bool] = {}
         self.planned: dict[str, float] = {}
         self.started: set[str] = set()
         self.ended: set[str] = set()
-        self.measured: list[Trial] = []
-        self.guided = 0
-        self.converged_at: int | None = None
         self.error: BaseException | None = None
 
     def plan(self, index: int) -> None:
         grid = self.bracket.grid
-        guess = self._guess()
-        guided = self.bracket.usable_guess(guess)
-        value = grid.value(self.bracket.next_units(guess))
+        units, expected = self.search.next(lambda v: probe_workload(self.base, grid, v))
+        value = grid.value(units)
         trial = self.probes[index]
         trial.workload = probe_workload(self.base, grid, value)
         trial.tags = {**trial.tags, "value": value}
-        if guided:
-            self.guided += 1
+        if expected is not None:
             trial.tags["planned_by"] = "model"
+            self.expected[trial.id] = expected
         self.planned[trial.id] = value
-
-    def _guess(self) -> int | None:
-        """The study model's boundary guess (tuner.studies.capacity_model), while it may."""
-        if not self.model or self.guided >= MAX_GUIDED or self.bracket.converged:
-            return None
-        grid = self.bracket.grid
-        return model_guess(
-            self.bracket, self.measured, lambda v: probe_workload(self.base, grid, v)
-        )
 
     def on_event(self, event: TrialEvent) -> None:
         try:
@@ -135,10 +125,8 @@ class _Planner:
             return  # never measured: the engine did not start, or crashed on an earlier probe
         # A failed probe (too many failed requests, an engine crash at this load) misses.
         values = slo_values(trial, self.bracket.slo)
-        self.bracket.record(self.bracket.grid.units(self.planned[trial.id]), values)
-        self.measured.append(trial)
-        if self.converged_at is None and self.bracket.converged:
-            self.converged_at = len(self.measured)
+        units = self.bracket.grid.units(self.planned[trial.id])
+        self.search.record(units, values, trial, self.expected.get(trial.id))
         index = self.position[trial.id] + 1
         if index < len(self.probes) and not self.probes[index].status.final:
             self.plan(index)
@@ -256,7 +244,9 @@ def _launch_answer(
         return LaunchCapacity(
             launch, 0.0, None, False, failure="; ".join(sorted(reasons)), probes=measured
         )
-    return replace(launch_result(launch, bracket, measured), to_converge=planner.converged_at)
+    return replace(
+        launch_result(launch, bracket, measured), to_converge=planner.search.converged_at
+    )
 
 
 async def run_capacity(

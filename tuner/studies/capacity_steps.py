@@ -85,6 +85,11 @@ class ProbeView:
     def launch(self) -> int:
         return launch_of(self.trial)
 
+    @property
+    def by_model(self) -> str:
+        """``◆`` when the study model placed this probe at its boundary guess, else ""."""
+        return "◆" if self.trial.tags.get("planned_by") == "model" else ""
+
     def figures(self) -> str:
         """``p99_ttft_ms 312 (≤ 500)``: each bound's measured value beside it."""
         if self.slo is None:
@@ -98,13 +103,14 @@ class ProbeView:
 
     def line(self) -> str:
         """``capacity L1 · 16 users ✓ · p99_ttft_ms 312 (<= 500)``: the Run panel's probe line."""
-        return f"{step_name(self.trial)} · {load_text(self.by, self.load)} {self.mark} · " + (
-            self.figures()
+        return (
+            f"{step_name(self.trial)} · {load_text(self.by, self.load)}{self.by_model} {self.mark} · "
+            + (self.figures())
         )
 
     def cell(self) -> str:
         """``probe L1 · 16 users ✓``: the results table's config cell for a probe."""
-        return f"probe {step_name(self.trial)} · {load_text(self.by, self.load)} {self.mark}"
+        return f"probe {step_name(self.trial)} · {load_text(self.by, self.load)}{self.by_model} {self.mark}"
 
 
 def probe_view(trial: Trial) -> ProbeView | None:
