@@ -22,6 +22,7 @@ import psutil
 from tuner.bench import Workload
 from tuner.bench.prompts import pool_from_tokenizer, random_prompts
 from tuner.bench.server_metrics import parse_prometheus
+from tuner.engine.cpu_layout import pin_threads, threads
 
 # The engine's histograms per client metric.
 ENGINE_HISTOGRAMS = {
@@ -63,20 +64,6 @@ def write_shared_prompts(
     return path
 
 
-def _tasks(pid: int) -> list[int]:
-    try:
-        return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
-    except OSError:
-        return []
-
-
-def _pin(pid: int, cores: set[int]) -> None:
-    """Every thread of ``pid`` onto ``cores`` (sched_setaffinity is per thread)."""
-    for tid in _tasks(pid):
-        with contextlib.suppress(OSError):
-            os.sched_setaffinity(tid, cores)
-
-
 @contextlib.contextmanager
 def client_cores(server: set[int]) -> Iterator[set[int] | None]:
     """Keep vLLM CPU's busy-polling processes off the cores the clients and the API server use.
@@ -114,15 +101,15 @@ def client_cores(server: set[int]) -> Iterator[set[int] | None]:
     if not workers or not engine_cores or not free or len(api) != 1:
         yield None
         return
-    saved = {(pid, tid): os.sched_getaffinity(tid) for pid in procs for tid in _tasks(pid)}
+    saved = {(pid, tid): os.sched_getaffinity(tid) for pid in procs for tid in threads(pid)}
     try:
         for pid in procs:
-            _pin(pid, free if pid == api[0].pid else engine_cores)
+            pin_threads(pid, free if pid == api[0].pid else engine_cores)
         yield free
     finally:
         for pid in procs:
             main = saved.get((pid, pid), everything)
-            for tid in _tasks(pid):
+            for tid in threads(pid):
                 with contextlib.suppress(OSError):
                     os.sched_setaffinity(tid, saved.get((pid, tid), main))
 

@@ -24,7 +24,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuner import environment, paths
-from tuner.engine import Engine, EngineSpec, EngineStartError, effective, logscan, proctree
+from tuner.engine import (
+    Engine,
+    EngineSpec,
+    EngineStartError,
+    cpu_layout,
+    effective,
+    logscan,
+    proctree,
+)
 from tuner.engine.spec import resolve_entry
 from tuner.guard import GuardSettings
 from tuner.profiles import capture, record
@@ -235,7 +243,8 @@ async def _serve(
         )
         # What it ran on: one small subprocess per interpreter and process (cached).
         software = await asyncio.to_thread(environment.software, engine.spec.python)
-        _record_ready(runnable, store, engine, start_s, ran, software)
+        layout = await _lay_out(engine, runnable[0].platform)
+        _record_ready(runnable, store, engine, start_s, ran, software, layout)
         session.emit(TrialStage(runnable[0].id, "ready", engine.url or ""))
         await _measure_in_turn(session, pending, engine.served_model)
     except BaseException:
@@ -321,6 +330,19 @@ def _mark_starting(
         )
 
 
+async def _lay_out(engine: Engine, platform: str | None) -> dict[str, str]:
+    """On CPU, the engine's busy-polling processes beside its worker, the API server apart
+    (tuner.engine.cpu_layout); what was done, for the trial's environment."""
+    if platform != "cpu" or engine.pid is None:
+        return {}
+    made = await asyncio.to_thread(cpu_layout.split, engine.pid, engine.tree_pids())
+    if made.reason:
+        return {"cpu_layout": f"not split: {made.reason}"}
+    cores = ",".join(str(c) for c in sorted(made.engine_cores))
+    rest = ",".join(str(c) for c in sorted(made.server_cores))
+    return {"cpu_layout": f"engine on cores {cores}, API server on {rest}"}
+
+
 def _record_ready(
     trials: Sequence[Trial],
     store: TrialStore,
@@ -328,13 +350,15 @@ def _record_ready(
     start_s: float,
     ran: Any,
     software: environment.Fingerprint,
+    layout: dict[str, str],
 ) -> None:
     """The started engine's facts on every trial: start time, backend, what vLLM really ran,
-    and what it ran on (``software`` plus the GPUs the trial's engine could see)."""
+    and what it ran on (``software`` plus the GPUs the trial's engine could see, and the CPU
+    engine's process layout)."""
     for trial in trials:
         names = trial.gpu_names or []
         gpus = {"gpu_name": names[0], "gpu_count": len(names)} if names else {}
-        trial.environment = {**software.to_dict(), **gpus}
+        trial.environment = {**software.to_dict(), **gpus, **layout}
         trial.startup_seconds = engine.startup_seconds
         trial.backend_actual = engine.backend
         trial.backend_inferred = engine.backend_inferred
