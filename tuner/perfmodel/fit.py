@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tuner.errors import TunelabError
+from tuner.perfmodel.bands import interval
 from tuner.perfmodel.observation import Observation, Point
 from tuner.perfmodel.waves import duration_row, itl_row
 
@@ -53,12 +54,10 @@ class Prediction:
     itl_band: float
 
     def throughput_interval(self) -> tuple[float, float]:
-        v, h = self.output_throughput, self.throughput_band
-        return v * (1 - h), v * (1 + h)
+        return interval(self.output_throughput, self.throughput_band)
 
     def itl_interval(self) -> tuple[float, float]:
-        v, h = self.itl_ms, self.itl_band
-        return v * (1 - h), v * (1 + h)
+        return interval(self.itl_ms, self.itl_band)
 
 
 @dataclass(frozen=True)

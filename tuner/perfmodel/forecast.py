@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tuner.perfmodel.bands import interval
 from tuner.perfmodel.observation import (
     MODELLED_ENGINE_KEYS,
     Observation,
@@ -73,14 +74,10 @@ class Forecast:
     def throughput_interval(self) -> tuple[float, float] | None:
         if self.output_throughput is None:
             return None
-        v, h = self.output_throughput, self.throughput_band
-        return v * (1 - h), v * (1 + h)
+        return interval(self.output_throughput, self.throughput_band)
 
     def itl_interval(self) -> tuple[float, float] | None:
-        if self.itl_ms is None:
-            return None
-        v, h = self.itl_ms, self.itl_band
-        return v * (1 - h), v * (1 + h)
+        return None if self.itl_ms is None else interval(self.itl_ms, self.itl_band)
 
     def describe(self) -> str:
         """``model: ~2,340 tok/s (1,500–3,200), engine ITL ~4.1 ms (…), from 5 trials``."""

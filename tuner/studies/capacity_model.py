@@ -133,10 +133,11 @@ class GuidedSearch:
         if self.model and not self.off and self.guided < MAX_GUIDED and not self.bracket.converged:
             guess = model_guess(self.bracket, self.measured, workload_at)
         units = guess.units if guess is not None else None
-        if guess is not None and self.bracket.usable_guess(units):
+        placed = self.bracket.next_units(units)  # the guess where usable, else the search's
+        if guess is not None and placed == guess.units and self.bracket.usable_guess(units):
             self.guided += 1
-            return guess.units, guess.meets
-        return self.bracket.next_units(), None
+            return placed, guess.meets
+        return placed, None
 
     def record(
         self, units: int, values: dict[str, float] | None, trial: Any, expected: bool | None
