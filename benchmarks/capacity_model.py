@@ -75,6 +75,13 @@ def same_engine(config: EngineConfig, base: Workload, args: argparse.Namespace) 
     spec = EngineSpec(config=config, log_path=home / "engine.log", startup_timeout=600)
     runner = EngineThread(spec)
     eng = runner.start()
+    # As every CPU trial runs (tuner.trials.runner._lay_out): the engine beside its worker.
+    from tuner.engine.cpu_layout import split
+
+    assert runner.engine is not None and runner.engine.pid is not None
+    layout = split(runner.engine.pid, eng.pids)
+    where = f"engine {sorted(layout.engine_cores)}, server {sorted(layout.server_cores)}"
+    print(f"  cpu layout: {layout.reason or where}", flush=True)
     at = lambda v: probe_workload(base, grid, v)  # noqa: E731
     out = []
     try:

@@ -49,6 +49,7 @@ def _one_of_each() -> list[ev.TrialEvent]:
         ev.TrialFailed(_trial(TrialStatus.FAILED), "engine died"),
         ev.TrialPruned(_trial(TrialStatus.INTERRUPTED), "pruned: dominated"),
         ev.TrialSkipped(_trial(TrialStatus.SKIPPED), (finding,)),
+        ev.TrialSkipped(_trial(TrialStatus.SKIPPED), (), "not launched: the study model ..."),
         ev.StudyStatus("s", "ab", 1, 6, 1, 0, 0, 1, 3, (slot,), 12.5, None, "look 1"),
     ]
 

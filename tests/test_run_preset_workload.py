@@ -81,3 +81,43 @@ def test_run_preset_measures_the_preset_s_workload(
     else:
         assert (wl["output_len"], wl["concurrency"], wl.get("dataset_kind", "")) == (128, None, "")
         assert "preset's [workload]" not in ran.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["sweep", "max-num-seqs=2,4"],
+        ["ab", "--b-set", "max-num-seqs=8", "--repeats", "1"],
+        ["tune", "--param", "max-num-seqs=2,4", "--trials", "1"],
+        ["capacity", "--slo", "p99_ttft_ms<=10000", "--launches", "1", "--probes", "2"],
+    ],
+    ids=["sweep", "ab", "tune", "capacity"],
+)
+def test_every_study_command_measures_the_preset_s_workload(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, argv: list[str]
+) -> None:
+    """The preset's [workload] (here a shared-prefix one) is what a study's trials send, with
+    the typed options over it: one core merge for run, sweep, ab, tune and capacity."""
+    from tuner.trials.store import TrialStore
+
+    preset = tmp_path / "p.toml"
+    preset.write_text(PRESET + WORKLOAD)
+    cli = study_cli.in_process(monkeypatch, DOUBLE_TOKEN_MS="2")
+    store = tmp_path / "trials.db"
+    flag = "--a-preset" if argv[0] == "ab" else "--preset"
+    extra = [] if argv[0] == "capacity" else ["--no-guard"]
+    if argv[0] == "tune":
+        extra += ["--storage", f"sqlite:///{tmp_path / 'optuna.db'}"]
+    ran = cli.invoke(app, [*argv, flag, str(preset), "--num-prompts", "4", "--warmup", "0",
+                           "--store", str(store), *extra])  # fmt: skip
+    assert ran.exit_code == 0, ran.output
+    assert "workload: the preset's [workload] (prefix, 4 requests)" in ran.stderr
+    with TrialStore(store) as opened:
+        trials = opened.list()
+    assert trials
+    for trial in trials:
+        wl = trial.workload
+        assert (wl.input_len, wl.output_len, wl.prefix_groups) == (16, 8, 2), trial.workload
+        assert str(wl.dataset_kind) == "prefix"
+        # A capacity probe sends as many requests as its load needs (tuner.studies.capacity_run).
+        assert wl.num_prompts == 4 or trial.is_probe

@@ -382,7 +382,7 @@ class MainScreen(Screen[None]):
             panel.study_status(event)
             self.query_one(GpuPanel).occupy(event.by_gpu())
         elif isinstance(event, ev.TrialSkipped):
-            panel.stage("skipped", None, "the rules found errors; no engine was started", at=at)
+            panel.stage("skipped", None, event.reason, at=at)
 
     def _forecast_score(self, trial: Trial, at: float | None) -> None:
         """How far the study model's forecast, stored before the run, was from its figures."""

@@ -111,6 +111,7 @@ def register(app: typer.Typer) -> None:
 
 
 def capacity_command(
+    ctx: typer.Context,
     slo: SloOpt,
     by: ByOpt = "concurrency",
     launches: LaunchesOpt = lab_capacity.LAUNCHES,
@@ -147,17 +148,17 @@ def capacity_command(
     except TunelabError as exc:
         raise opt.usage_error("capacity", with_fix(exc)) from None
     # The SLO's goodput bounds on each request come from the one owner the TUI uses too.
-    base = lab_capacity.probe_base(
-        opt.make_workload(
-            "capacity",
-            input_len=input_len,
-            output_len=output_len,
-            num_prompts=num_prompts,
-            warmup=warmup,
-            seed=seed,
-        ),
-        target,
+    typed = opt.make_workload(
+        "capacity",
+        input_len=input_len,
+        output_len=output_len,
+        num_prompts=num_prompts,
+        warmup=warmup,
+        seed=seed,
     )
+    # The preset's [workload] (a dataset, sessions, a trace) is what each probe sends; the
+    # search sets the load (concurrency or rate) itself.
+    base = lab_capacity.probe_base(opt.workload_over_preset("capacity", ctx, typed, preset), target)
     config = opt.make_config("capacity", preset, model, set_items)
     other = None
     if b_set or b_preset:

@@ -111,16 +111,9 @@ def _print_prediction(pred: Prediction, found: StudyModel, as_json: bool) -> Non
 
 def _stored_line(stored: dict[str, Any]) -> str:
     """The record of the forecasts stored before each run (tuner.perfmodel.forecast)."""
-    n = stored["forecasts"]
-    if not n:
-        return "no forecast was stored before a run of this study yet"
-    itl = stored["median_abs_itl_error"]
-    itl_text = f", ITL {itl:.1%}" if itl is not None else ""
-    return (
-        f"forecasts made before each run: {n}; median |error| throughput "
-        f"{stored['median_abs_throughput_error']:.1%}{itl_text}; {stored['inside']:.0%} of "
-        "runs inside their stated 80 % intervals"
-    )
+    from tuner.perfmodel.forecast import record_text
+
+    return record_text(stored)
 
 
 def _print_accuracy(found: StudyModel, study: str, stored: dict[str, Any], as_json: bool) -> None:

@@ -40,6 +40,7 @@ from tuner.cli.study_options import (
     MaxRepeatsOpt,
     MinEffectOpt,
     NoPruneOpt,
+    NoSkipOpt,
     ObjectiveKeyOpt,
     OrderOpt,
     ParamOpt,
@@ -96,6 +97,7 @@ def register(app: typer.Typer) -> None:
 
 # -- ab ---------------------------------------------------------------------------------
 def ab_command(
+    ctx: typer.Context,
     a_set: ASetOpt = None,
     b_set: BSetOpt = None,
     allow_code: opt.AllowCodeOpt = False,
@@ -140,7 +142,8 @@ def ab_command(
     wl = opt.WorkloadArgs(
         input_len, output_len, num_prompts, concurrency, request_rate, warmup, seed
     )
-    workload = wl.build("ab", goodput)
+    # Both arms measure one workload: A's preset's [workload] (else B's), typed options over it.
+    workload = opt.workload_over_preset("ab", ctx, wl.build("ab", goodput), a_preset or b_preset)
     a, b = _ab_arms(a_preset, b_preset, model, a_set, b_set)
     margin = parse_fraction("ab", "--equivalence", equivalence)
     try:
@@ -177,7 +180,11 @@ def _ab_arms(
     a_set: list[str] | None,
     b_set: list[str] | None,
 ) -> tuple[EngineConfig, EngineConfig]:
-    """The two arms' configs; refuses an A/B where neither arm was given anything."""
+    """The two arms' configs; refuses an A/B where neither arm was given anything.
+
+    B starts from its own preset, else A's (``--a-preset P --b-set K=V`` is P against P with
+    K=V, as ``capacity --b-set`` builds its arm B), else the base config.
+    """
     if not (a_set or b_set or a_preset or b_preset):
         raise opt.usage_error(
             "ab",
@@ -185,7 +192,7 @@ def _ab_arms(
             "(to measure the noise on purpose, give the same --a-set and --b-set)",
         )
     a = opt.make_config("ab", a_preset, model, a_set)
-    b = opt.make_config("ab", b_preset, model, b_set)
+    b = opt.make_config("ab", b_preset or a_preset, model, b_set)
     if a.config_id == b.config_id:
         typer.echo("note: A and B are the same config: this A/B measures the noise", err=True)
     return a, b
@@ -235,6 +242,7 @@ def _print_stored_ab(study: str | None, store_path: str | None, as_json: bool) -
 
 # -- sweep ------------------------------------------------------------------------------
 def sweep_command(
+    ctx: typer.Context,
     spec: SweepSpecArg,
     descent: DescentOpt = None,
     preset: opt.PresetOpt = None,
@@ -273,7 +281,7 @@ def sweep_command(
     wl = opt.WorkloadArgs(
         input_len, output_len, num_prompts, concurrency, request_rate, warmup, seed
     )
-    workload = wl.build("sweep", goodput)
+    workload = opt.workload_over_preset("sweep", ctx, wl.build("sweep", goodput), preset)
     base = opt.make_config("sweep", preset, model, set_items)
     _refuse_points("sweep", base, params)
     guard = opt.GuardArgs(no_guard, guard_prompts, guard_tokens).settings("sweep")
@@ -304,6 +312,7 @@ def _refuse_points(command: str, base: EngineConfig, params: Sequence[Param]) ->
 
 # -- tune -------------------------------------------------------------------------------
 def tune_command(
+    ctx: typer.Context,
     trials: TrialsOpt,
     space_file: SpaceFileOpt = None,
     param: ParamOpt = None,
@@ -334,6 +343,7 @@ def tune_command(
     no_guard: opt.NoGuardOpt = False,
     gpus: GpusOpt = None,
     no_prune: NoPruneOpt = False,
+    no_skip: NoSkipOpt = False,
 ) -> None:
     """Search a space with Optuna under SLO constraints; resumable, and shareable between nodes."""
     opt.grant_consent(allow_code, allow_env)
@@ -342,7 +352,7 @@ def tune_command(
     wl = opt.WorkloadArgs(
         input_len, output_len, num_prompts, concurrency, request_rate, warmup, workload_seed
     )
-    workload = wl.build("tune", goodput)
+    workload = opt.workload_over_preset("tune", ctx, wl.build("tune", goodput), preset)
     base = opt.make_config("tune", preset, model, set_items)
     # space.fixed (a dict[str, Any]) less its workload keys; the lab helper types it as object.
     fixed = plan_input.without_workload_keys(space.fixed)
@@ -370,6 +380,7 @@ def tune_command(
         latency_metric=latency_metric,
         seed=seed,
         prune=not no_prune,
+        skip=not no_skip,
     )
     report = run_study(session, plan, gpus=gpus)
     emit(report, as_json, lambda r: r.to_dict(), print_search)

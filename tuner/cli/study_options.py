@@ -52,7 +52,10 @@ BSetOpt = Annotated[
     list[str] | None, typer.Option("--b-set", help="KEY=VALUE for arm B (repeatable).")
 ]
 APresetOpt = Annotated[str | None, typer.Option("--a-preset", help="Preset TOML for arm A.")]
-BPresetOpt = Annotated[str | None, typer.Option("--b-preset", help="Preset TOML for arm B.")]
+BPresetOpt = Annotated[
+    str | None,
+    typer.Option("--b-preset", help="Preset TOML for arm B (default: arm A's, --b-set on top)."),
+]
 OrderOpt = Annotated[
     str, typer.Option("--order", help="abba (counterbalanced: cancels linear drift) or abab.")
 ]
@@ -186,6 +189,14 @@ NoPruneOpt = Annotated[
         "--no-prune",
         help="Measure every point to the end (default: a point whose interim throughput is "
         "clearly below the best, beyond the noise of both, is stopped and kept as pruned).",
+    ),
+]
+NoSkipOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-skip",
+        help="Launch every point (default: under --slo, a point the study model is sure "
+        "misses it, from 4 measured trials like it, is stored as skipped, not launched).",
     ),
 ]
 

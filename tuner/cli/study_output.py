@@ -18,7 +18,7 @@ from rich.table import Table
 from tuner.cli.explain_table import explanation_table
 from tuner.cli.safe_text import markup
 from tuner.cli.trial_progress import TrialProgressDisplay, clock
-from tuner.lab.reports import Verdict, format_relative, is_pruned
+from tuner.lab.reports import Verdict, describe_skip, format_relative, is_pruned
 from tuner.trials.events import StudyStatus, TrialDone, TrialFailed, TrialPruned, TrialSkipped
 
 if TYPE_CHECKING:
@@ -227,7 +227,16 @@ def print_search(report: SearchReport) -> None:
         f"{report.measured} measured, {report.stopped_early} stopped early (dominated), "
         f"{report.pruned} pruned by the rules, {report.failed} failed"
         + (f", {len(report.recovered)} interrupted point(s) recovered" if report.recovered else "")
+        + (
+            f", {len(report.skipped)} not launched (the study model is sure they miss the SLO)"
+            if report.skipped
+            else ""
+        )
     )
+    for skipped in report.skipped:
+        console.print("  " + markup(describe_skip(skipped)))
+    if report.skipped:
+        console.print("  (--no-skip launches every point)")
     title = "Pareto front" if len(report.objectives) > 1 else "best"
     if not report.best:
         console.print(f"no {title} yet: no finished trial meets the constraints")

@@ -170,9 +170,7 @@ class TrialProgressDisplay:
             log(f"[yellow]{event.trial.short_id} stopped early[/]: {escape(event.reason)}")
         elif isinstance(event, TrialSkipped):
             self._close(event.trial.id)
-            log(
-                f"[yellow]{event.trial.short_id} skipped[/]: the rules found errors; no engine was started"
-            )
+            log(f"[yellow]{event.trial.short_id} skipped[/]: {escape(event.reason)}")
             for finding in event.findings:
                 log(f"  [red]•[/] {escape(finding.message)}")
         elif self.show_log and hasattr(event, "line"):

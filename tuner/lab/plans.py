@@ -253,6 +253,7 @@ class SearchPlan:
     latency_metric: str = "p99_e2el_ms"
     seed: int | None = None
     prune: bool = True
+    skip: bool = True
 
     kind: ClassVar[str] = "tune"
     skips_extra: ClassVar[bool] = True
@@ -294,6 +295,7 @@ class SearchPlan:
             seed=self.seed,
             on_trial=hooks.on_trial,
             prune=self.prune,
+            skip=self.skip,
         )
 
 

@@ -15,6 +15,7 @@ to its one owner in the studies so both faces say the same:
 - :func:`ab_schedule`: the order of an A/B's launches (the Run panel's plan);
 - :func:`pareto_front`: the trials no other beats on both latency and throughput;
 - :func:`is_pruned`: whether a trial was stopped early by the study's pruner;
+- :func:`describe_skip`: a point a search did not launch, and the model's reason;
 - :func:`configs_only`, :func:`probe_view`, :class:`CapacityStep`: capacity
   probes kept apart from the configs' trials, each with its load and ✓/✗, and
   grouped by launch (:mod:`tuner.studies.capacity_steps`).
@@ -25,11 +26,13 @@ no Optuna); faces that must not pay for them at start-up import it when first us
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from tuner.studies import ab as _ab
 from tuner.studies import pareto as _pareto
 from tuner.studies import pruning as _pruning
+from tuner.studies import search_skip as _search_skip
 from tuner.studies import stats as _stats
 from tuner.studies.ab import ABReport
 from tuner.studies.capacity import CapacityReport
@@ -49,6 +52,7 @@ __all__ = [
     "Verdict",
     "ab_schedule",
     "configs_only",
+    "describe_skip",
     "format_relative",
     "is_pruned",
     "pareto_front",
@@ -99,6 +103,11 @@ def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
         The indices of the points on the front, in the order given.
     """
     return _pareto.pareto_front(points)
+
+
+def describe_skip(entry: Mapping[str, Any]) -> str:
+    """A search report's skipped point and why (tuner.studies.search_skip decides)."""
+    return _search_skip.describe_skip(entry)
 
 
 def is_pruned(trial: Trial) -> bool:

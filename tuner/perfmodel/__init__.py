@@ -18,8 +18,32 @@ never measured (:mod:`tuner.perfmodel.observation`).
 
 from __future__ import annotations
 
-from tuner.perfmodel.fit import Accuracy, Prediction, StepModel, accuracy, calibrate
-from tuner.perfmodel.observation import Observation, Point, observation_of_trial
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tuner.perfmodel.fit import Accuracy, Prediction, StepModel, accuracy, calibrate
+    from tuner.perfmodel.observation import Observation, Point, observation_of_trial
+
+# Loaded on first use (PEP 562): the fit needs numpy, and a face that only reads stored
+# forecasts (tuner.perfmodel.forecast, the report's data) must not load it with the package.
+_HOME = {
+    "Accuracy": "fit",
+    "Prediction": "fit",
+    "StepModel": "fit",
+    "accuracy": "fit",
+    "calibrate": "fit",
+    "Observation": "observation",
+    "Point": "observation",
+    "observation_of_trial": "observation",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module 'tuner.perfmodel' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"tuner.perfmodel.{_HOME[name]}"), name)
+
 
 __all__ = [
     "Accuracy",

@@ -37,6 +37,7 @@ __all__ = [
     "forecast_record",
     "latest_measured",
     "record_of",
+    "record_text",
     "score_of",
 ]
 
@@ -273,3 +274,17 @@ def record_of(trials: Iterable[Any]) -> dict[str, Any]:
         "median_abs_itl_error": statistics.median(itl) if itl else None,
         "inside": sum(s.inside for s in scores) / len(scores),
     }
+
+
+def record_text(record: Mapping[str, Any]) -> str:
+    """:func:`record_of`'s one line, as ``tunelab model`` and the report print it."""
+    n = record.get("forecasts", 0)
+    if not n:
+        return "no forecast was stored before a run of this study yet"
+    itl = record.get("median_abs_itl_error")
+    itl_text = f", ITL {itl:.1%}" if itl is not None else ""
+    return (
+        f"forecasts made before each run: {n}; median |error| throughput "
+        f"{record['median_abs_throughput_error']:.1%}{itl_text}; {record['inside']:.0%} of "
+        "runs inside their stated 80 % intervals"
+    )

@@ -26,6 +26,7 @@ from tuner.bench.metrics import delivery_warning
 from tuner.engine.effective import of_trial
 from tuner.export.script import render_script
 from tuner.lab.study import Baseline, KnobChange, Study, knob_changes, value_text
+from tuner.perfmodel.forecast import record_of, record_text, score_of
 from tuner.policy import Consent, violations
 from tuner.profiles.explain import Explanation, FamilyDelta
 from tuner.profiles.record import ProfileRecord
@@ -171,6 +172,27 @@ class SweepCurve:
 
 
 @dataclass(frozen=True)
+class ForecastPoint:
+    """A trial's throughput as the study model forecast it before the run, and as measured.
+
+    Attributes:
+        label: The trial's row label.
+        predicted: The forecast output tok/s.
+        low: Its stated 80 % interval's low end.
+        high: Its high end.
+        measured: What the run then measured.
+        inside: The measured figures inside their intervals (tuner.perfmodel.forecast).
+    """
+
+    label: str
+    predicted: float
+    low: float
+    high: float
+    measured: float
+    inside: bool
+
+
+@dataclass(frozen=True)
 class FrontPoint:
     """One finished trial on the throughput-vs-latency plane."""
 
@@ -228,6 +250,8 @@ class ReportData:
     launch_note: str = ""
     ab_guard: ArmsGuard | None = None
     capacity: list[CapacityStep] = field(default_factory=list)
+    forecasts: list[ForecastPoint] = field(default_factory=list)
+    forecast_record: str = ""
 
     @property
     def guarded(self) -> bool:
@@ -273,7 +297,23 @@ def collect(study: Study) -> ReportData:
         **_launch(chosen),
         ab_guard=_ab_guard(ab, ordered, base_trial),
         capacity=study.capacity_steps(ordered),
+        forecasts=_forecasts(rows),
+        forecast_record=record_text(record_of(ordered)),
     )
+
+
+def _forecasts(rows: Sequence[TrialRow]) -> list[ForecastPoint]:
+    """Every measured trial whose forecast was known before its run (issue 31's record)."""
+    out = []
+    for row in rows:
+        score = score_of(row.trial)
+        if score is None or (band := score.forecast.throughput_interval()) is None:
+            continue
+        predicted = score.forecast.output_throughput
+        assert predicted is not None  # a known forecast (score_of) has both figures
+        out.append(ForecastPoint(row.label, predicted, band[0], band[1],
+                                 score.output_throughput, score.inside))  # fmt: skip
+    return out
 
 
 def _launch(chosen: Trial | None) -> dict[str, Any]:

@@ -253,6 +253,12 @@ def _figures(data: ReportData) -> str:
             parts.append(
                 f"<h2>Throughput vs {_e(key)}</h2><div class='fig'>{plots.front(points, key)}</div>"
             )
+    if data.forecasts:
+        parts.append(
+            "<h2>Forecast vs measured</h2>"
+            f"<p>{_e(data.forecast_record)}</p>"
+            f"<div class='fig'>{plots.forecasts(data.forecasts)}</div>"
+        )
     tele = plots.telemetry(data.rows)
     parts.append("<h2>Telemetry</h2>")
     parts.append(

@@ -149,6 +149,22 @@ def _capacity_lines(data: ReportData) -> list[str]:
     return lines
 
 
+def _forecast_lines(data: ReportData) -> list[str]:
+    """The study model's forecasts made before each run, against what was measured."""
+    if not data.forecasts:
+        return []
+    lines = ["", "## Forecast vs measured", "", _md(data.forecast_record), "",
+             "| trial | forecast tok/s | 80 % interval | measured | off | inside |",
+             "|---|---:|---|---:|---:|---|"]  # fmt: skip
+    for p in data.forecasts:
+        lines.append(
+            f"| {_md(p.label)} | {p.predicted:,.0f} | {p.low:,.0f}–{p.high:,.0f} | "
+            f"{p.measured:,.0f} | {p.predicted / p.measured - 1:+.0%} | "
+            f"{'yes' if p.inside else '**no**'} |"
+        )
+    return lines
+
+
 def render_markdown(data: ReportData) -> str:
     """The whole Markdown report."""
     lines = [
@@ -203,6 +219,7 @@ def render_markdown(data: ReportData) -> str:
     lines += _explain_lines(data)
     lines += _capacity_lines(data)
     lines += _sweep_lines(data)
+    lines += _forecast_lines(data)
     sampled = sum(1 for r in data.rows if r.timelines)
     if sampled:
         lines += [

@@ -22,7 +22,14 @@ import matplotlib.pyplot as plt
 from tuner.foreign_text import one_line
 from tuner.profiles.explain import Explanation
 from tuner.profiles.families import LABELS, OTHER
-from tuner.report.data import FrontPoint, GpuTimeline, SweepCurve, TrialRow, shown_families
+from tuner.report.data import (
+    ForecastPoint,
+    FrontPoint,
+    GpuTimeline,
+    SweepCurve,
+    TrialRow,
+    shown_families,
+)
 from tuner.studies.ab import ABReport
 from tuner.studies.stats import Verdict
 
@@ -139,6 +146,34 @@ def front(points: Sequence[FrontPoint], latency_key: str) -> str:
     ax.set_xlabel(f"{_t(latency_key)} (lower is better)")
     ax.set_ylabel("output tok/s (higher is better)")
     ax.legend(loc="best")
+    return _svg(fig)
+
+
+def forecasts(points: Sequence[ForecastPoint]) -> str:
+    """Forecast against measured throughput, each forecast's 80 % interval as a bar; on the
+    diagonal the model was right, a red point's measurement fell outside its interval."""
+    fig, ax = plt.subplots(figsize=(5.2, 4.2))
+    for inside, colour, name in ((True, "#1a7f37", "inside its 80 % interval"),
+                                 (False, "#cf222e", "outside")):  # fmt: skip
+        chosen = [p for p in points if p.inside is inside]
+        if not chosen:
+            continue
+        ax.errorbar(
+            [p.measured for p in chosen],
+            [p.predicted for p in chosen],
+            yerr=[[p.predicted - p.low for p in chosen], [p.high - p.predicted for p in chosen]],
+            fmt="o",
+            color=colour,
+            capsize=2,
+            label=name,
+        )
+    top = max(max(p.high for p in points), max(p.measured for p in points)) * 1.05
+    ax.plot([0, top], [0, top], "--", color="#8c959f", linewidth=1)
+    ax.set_xlim(0, top)
+    ax.set_ylim(0, top)
+    ax.set_xlabel("measured output tok/s")
+    ax.set_ylabel("forecast before the run (tok/s)")
+    ax.legend(loc="upper left")
     return _svg(fig)
 
 

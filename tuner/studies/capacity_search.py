@@ -26,14 +26,8 @@ from tuner.redact import redact_url
 from tuner.studies.capacity import UNIT, By, Grid, LaunchCapacity
 from tuner.studies.capacity_run import DEFAULT_PROBES, run_launch
 from tuner.studies.optuna_store import SearchError, default_storage
-from tuner.studies.search import (
-    Heartbeat,
-    check_same_setup,
-    load_study,
-    recover_study,
-    suggest,
-    worker_owner,
-)
+from tuner.studies.search import check_same_setup, load_study, recover_study, suggest
+from tuner.studies.search_workers import Heartbeat, worker_owner
 from tuner.studies.slo import SLO
 from tuner.studies.space import WORKLOAD_KEYS, Space
 

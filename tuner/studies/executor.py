@@ -157,6 +157,10 @@ class TrialRunner:
         if self.on_event is not None:
             self.on_event(event)
 
+    def announce(self, event: TrialEvent) -> None:
+        """A trial event decided outside a run (a search's point the model did not launch)."""
+        self._emit(event)
+
     def _emit(self, event: TrialEvent) -> None:
         """A trial event: to the watcher, then folded into the study's progress."""
         self._forward(event)

@@ -26,33 +26,35 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import json
-import os
-import socket
-import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
-
-import psutil
 
 from tuner.redact import redact_url
 from tuner.rules import blocking
 from tuner.studies.common import meets, value_of
 from tuner.studies.optuna_labels import label_study
+from tuner.studies.optuna_store import OPTUNA_DB as OPTUNA_DB  # re-exported
 from tuner.studies.optuna_store import (
-    GRACE_S,
-    HEARTBEAT_S,
     SearchError,
     default_storage,
     open_storage,
 )
-from tuner.studies.optuna_store import OPTUNA_DB as OPTUNA_DB  # re-exported
 from tuner.studies.optuna_store import sqlalchemy_url as sqlalchemy_url  # re-exported
 from tuner.studies.pruning import ReadingLog, is_pruned, make_optuna_pruner, prunable
+from tuner.studies.search_skip import (
+    SKIP_TAG,
+    SkipVerdict,
+    is_model_skip,
+    record_skip,
+    skipper,
+    tell_skip,
+)
+from tuner.studies.search_workers import Heartbeat, owner_alive, worker_owner
 from tuner.studies.space import WORKLOAD_KEYS, Constraint, Param, Space
 from tuner.studies.stats import Direction, metric_direction
+from tuner.trials.events import TrialSkipped
 from tuner.trials.model import Trial, TrialStatus
 
 if TYPE_CHECKING:
@@ -175,41 +177,6 @@ def check_same_setup(
         )
 
 
-def worker_owner() -> dict[str, Any]:
-
-    proc = psutil.Process()
-    return {"host": socket.gethostname(), "pid": os.getpid(), "created": proc.create_time()}
-
-
-def _owner_alive(frozen: Any) -> bool | None:
-    """Whether the worker running ``frozen`` lives: True/False when it can tell, None when not.
-
-    The owner (host, pid, process start time) is one user attr, written in one
-    call right after ``ask``. A trial of this host whose owner process is gone
-    is dead. Without the attr the worker may be between ``ask`` and writing it
-    — alive unless that was longer than the grace period ago. Another host's
-    worker cannot be checked here: its heartbeat decides (None).
-    """
-
-    owner = frozen.user_attrs.get("owner")
-    if not isinstance(owner, dict):
-        started = frozen.datetime_start
-        if started is None:
-            return None
-        age = datetime.datetime.now() - started
-        return None if age.total_seconds() < GRACE_S else False
-    if owner.get("host") != socket.gethostname():
-        return None
-    pid, created = owner.get("pid"), owner.get("created")
-    if not isinstance(pid, int):
-        return False
-    try:
-        proc = psutil.Process(pid)
-        return created is None or abs(proc.create_time() - float(created)) < 1.0
-    except psutil.Error:
-        return False
-
-
 def tell_outcome(
     opt: optuna.Study,
     ot: optuna.Trial,
@@ -230,6 +197,10 @@ def tell_outcome(
         # Stopped early, dominated: Optuna's own PRUNED (its last reported rate ranks it).
         ot.set_user_attr("pruned_reason", (done.failure_reason or "pruned")[:500])
         ot.set_user_attr("stopped_early", True)
+        opt.tell(ot, state=TrialState.PRUNED)
+        return TrialState.PRUNED
+    if is_model_skip(done):  # not launched: the study model was sure it misses the SLO
+        ot.set_user_attr("pruned_reason", (done.failure_reason or "model")[:500])
         opt.tell(ot, state=TrialState.PRUNED)
         return TrialState.PRUNED
     if done.status is TrialStatus.SKIPPED:
@@ -281,7 +252,7 @@ def recover_study(
     storage = study._storage
     marked: list[int] = []
     for frozen in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        if _owner_alive(frozen) is not False:
+        if owner_alive(frozen) is not False:
             continue
         if _tell_committed(study, frozen, store, constraints):
             continue  # measured before the kill: a result, not an interruption
@@ -337,29 +308,6 @@ def suggest(trial: optuna.Trial, param: Param) -> Any:
     )
 
 
-class Heartbeat:
-    """Records the Optuna trial's heartbeat while its tunelab trial runs."""
-
-    def __init__(self, storage: Any, trial_id: int) -> None:
-        self._storage, self._trial_id = storage, trial_id
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="optuna-heartbeat")
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            with contextlib.suppress(Exception):
-                self._storage.record_heartbeat(self._trial_id)
-            self._stop.wait(HEARTBEAT_S)
-
-    def __enter__(self) -> Heartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-
 @dataclass
 class SearchReport:
     """What this invocation of the search did, and where the study stands."""
@@ -375,6 +323,7 @@ class SearchReport:
     best: list[dict[str, Any]] = field(default_factory=list)
     trials: list[str] = field(default_factory=list)
     stopped_early: int = 0
+    skipped: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -416,6 +365,7 @@ async def run_search(
     seed: int | None = None,
     on_trial: Callable[[Trial], None] | None = None,
     prune: bool = True,
+    skip: bool = True,
 ) -> SearchReport:
     """Run ``n_trials`` measured points of the study (resuming it if it exists).
 
@@ -425,7 +375,10 @@ async def run_search(
     (throughput mode only) each point reports its interim rate to Optuna
     (``Trial.report``) and is stopped when ``Trial.should_prune`` finds it
     clearly dominated (:mod:`tuner.studies.pruning`); such a point counts
-    towards ``n_trials`` (it cost an engine start) as ``stopped_early``.
+    towards ``n_trials`` (it cost an engine start) as ``stopped_early``. With ``skip`` and
+    SLO constraints, a point the study model is sure misses them is not launched
+    (:mod:`tuner.studies.search_skip`): stored as skipped, told pruned, not counted, listed
+    in the report's ``skipped``.
 
     Raises:
         SearchError: No parameters, n_trials < 1, or an unusable storage/study.
@@ -457,12 +410,12 @@ async def run_search(
     )
     budget = _Budget(n_trials)
     progress = runner.begin(study, "tune", n_trials)
+    sure_miss = skipper(runner.store, study, space.constraints, objectives) if skip else None
+    point = _Point(opt, base, workload, space, study, url, owner, objectives)
 
     async def worker() -> None:
         while budget.take():
-            done = await _measure_one(
-                opt, base, workload, space, runner, study, url, owner, objectives, pruner
-            )
+            done = await _measure_one(point, runner, pruner, sure_miss)
             trial, outcome = done
             budget.finished(_count(report, trial, outcome, progress))
             if on_trial is not None:
@@ -481,6 +434,10 @@ def _count(report: SearchReport, trial: Trial, outcome: TrialState, progress: An
     from optuna.trial import TrialState
 
     report.trials.append(trial.id)
+    if is_model_skip(trial):  # sure to miss the SLO: no launch, not counted
+        report.skipped.append({"values": trial.tags.get("values"), **trial.tags[SKIP_TAG]})
+        progress.extend(1)
+        return False
     if is_pruned(trial):  # stopped early as dominated: it cost an engine start
         report.stopped_early += 1
         return True
@@ -520,45 +477,67 @@ class _Budget:
         self.counted += int(counts)
 
 
+@dataclass(frozen=True)
+class _Point:
+    """What every point of one search is built from (the study, its setup and its space)."""
+
+    opt: Any
+    base: EngineConfig
+    workload: Workload
+    space: Space
+    study: str
+    url: str
+    owner: dict[str, Any]
+    objectives: list[str]
+
+    def trial(self, ot: optuna.Trial) -> Trial:
+        """The tunelab trial of Optuna's next suggestion."""
+        ot.set_user_attr("owner", self.owner)
+        values = {p.key: suggest(ot, p) for p in self.space.params}
+        knobs = {k: v for k, v in values.items() if k not in WORKLOAD_KEYS}
+        fixed = {**self.space.fixed, **values}
+        load = {k: v for k, v in fixed.items() if k in WORKLOAD_KEYS}
+        trial = Trial(
+            config=self.base.with_values(knobs),
+            workload=replace(self.workload, **load),
+            study=self.study,
+            objective=self.objectives[0],
+            tags={
+                "kind": "search",
+                "optuna_number": ot.number,
+                "values": values,
+                "storage": redact_url(self.url),  # stored in every trial: never the password
+                "slo": [str(c) for c in self.space.constraints],
+            },
+        )
+        ot.set_user_attr("tunelab_trial_id", trial.id)
+        return trial
+
+
 async def _measure_one(
-    opt: Any,
-    base: EngineConfig,
-    workload: Workload,
-    space: Space,
+    point: _Point,
     runner: TrialRunner,
-    study: str,
-    url: str,
-    owner: dict[str, Any],
-    objectives: list[str],
     pruner: Any = None,
+    sure_miss: Callable[[Trial], SkipVerdict | None] | None = None,
 ) -> tuple[Trial, Any]:
     """Ask one point, measure it on a free slot, tell the outcome: (trial, Optuna state).
 
     With a ``pruner`` the point's interim rates are reported to Optuna as it
-    runs, and the point is stopped when ``should_prune`` says so.
+    runs, and the point is stopped when ``should_prune`` says so. A point
+    ``sure_miss`` judges sure to miss the SLO is stored as skipped and told
+    pruned without a launch.
     """
     # Deferred: heavy (optuna): loaded only on the path that needs it.
     from optuna.trial import TrialState
 
+    opt = point.opt
     ot = opt.ask()
-    ot.set_user_attr("owner", owner)
-    values = {p.key: suggest(ot, p) for p in space.params}
-    knobs = {k: v for k, v in values.items() if k not in WORKLOAD_KEYS}
-    load = {k: v for k, v in {**space.fixed, **values}.items() if k in WORKLOAD_KEYS}
-    trial = Trial(
-        config=base.with_values(knobs),
-        workload=replace(workload, **load),
-        study=study,
-        objective=objectives[0],
-        tags={
-            "kind": "search",
-            "optuna_number": ot.number,
-            "values": values,
-            "storage": redact_url(url),  # stored in every trial: never the password
-            "slo": [str(c) for c in space.constraints],
-        },
-    )
-    ot.set_user_attr("tunelab_trial_id", trial.id)
+    trial = point.trial(ot)
+    verdict = await asyncio.to_thread(sure_miss, trial) if sure_miss is not None else None
+    if verdict is not None:
+        record_skip(runner.store, trial, verdict)
+        runner.announce(TrialSkipped(trial, (), trial.failure_reason or verdict.reason()))
+        return trial, tell_skip(opt, ot, verdict, point.objectives, point.space.constraints)
     try:
         with Heartbeat(opt._storage, ot._trial_id):
             watch = _reporter(ot, pruner) if pruner is not None else None
@@ -569,7 +548,7 @@ async def _measure_one(
             ot.set_user_attr("interrupted", True)
             opt.tell(ot, state=TrialState.FAIL)
         raise
-    return done, tell_outcome(opt, ot, done, objectives, space.constraints)
+    return done, tell_outcome(opt, ot, done, point.objectives, point.space.constraints)
 
 
 def _reporter(ot: optuna.Trial, pruner: Any) -> Callable[[Trial, BenchProgress], Any]:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from tuner.errors import TunelabError
 from tuner.studies.common import meets, point_key, representative, value_of
 from tuner.studies.pruning import is_pruned
+from tuner.studies.search_skip import is_model_skip
 from tuner.studies.space import Constraint, SpaceError, parse_constraint
 from tuner.studies.stats import (
     Comparison,
@@ -127,6 +128,7 @@ def _qualifying(
     """The finished trials that qualify, grouped by point, and how many were left out, by why."""
     excluded = {
         "skipped by the rules": 0,
+        "not launched (the study model was sure they miss the SLO)": 0,
         "stopped early (pruned)": 0,
         "not finished": 0,
         "misses SLO": 0,
@@ -137,6 +139,9 @@ def _qualifying(
     for t in trials:
         if t.is_probe:
             excluded["capacity probes (one load of a search)"] += 1
+            continue
+        if is_model_skip(t):
+            excluded["not launched (the study model was sure they miss the SLO)"] += 1
             continue
         if t.status is TrialStatus.SKIPPED:
             excluded["skipped by the rules"] += 1

@@ -65,6 +65,7 @@ def encode(event: TrialEvent) -> dict[str, Any]:
         data = {
             "trial": event.trial.to_dict(),
             "findings": [f.to_dict() for f in event.findings],
+            "reason": event.reason,
         }
     elif isinstance(event, TrialProgress):
         data = {"trial_id": event.trial_id, "progress": asdict(event.progress)}
@@ -103,7 +104,9 @@ def decode(data: dict[str, Any]) -> TrialEvent:
                 return TrialDone(trial)
             if name == "TrialSkipped":
                 findings = tuple(Finding.from_dict(f) for f in fields["findings"])
-                return TrialSkipped(trial, findings)
+                if "reason" not in fields:  # a line written before the reason was carried
+                    return TrialSkipped(trial, findings)
+                return TrialSkipped(trial, findings, str(fields["reason"]))
             cls = TrialFailed if name == "TrialFailed" else TrialPruned
             return cls(trial, fields["reason"])
     except (TypeError, KeyError, ValueError) as exc:

@@ -106,10 +106,12 @@ class TrialPruned:
 
 @dataclass(frozen=True)
 class TrialSkipped:
-    """The rules found errors; no engine was started."""
+    """No engine was started: the rules found errors (``findings``), or a search's study
+    model was sure the point misses the SLO (``reason`` says so, no findings)."""
 
     trial: Trial
     findings: tuple[Finding, ...]
+    reason: str = "the rules found errors; no engine was started"
 
 
 @dataclass(frozen=True)
