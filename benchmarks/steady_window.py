@@ -13,12 +13,20 @@ prints each figure's median and coefficient of variation (CV = stdev / mean) sid
 with the window lengths. Run under the engine lock on a shared box::
 
     flock /tmp/tunelab-engine.lock .venv/bin/python benchmarks/steady_window.py --rounds 8
+
+``--layout`` runs the default workload twice per round instead, interleaved on one engine:
+with the engine's processes laid out as every CPU trial now lays them out
+(tuner.engine.cpu_layout: the EngineCore beside vLLM's worker, the API server apart) and
+with the threads' affinities as vLLM left them (the worker bound, the rest free: how every
+trial ran before), and the long window laid out.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import os
 import statistics
 import sys
 import tempfile
@@ -34,6 +42,24 @@ from tuner.config import EngineConfig  # noqa: E402
 from tuner.cpu_demo import DEMO_ENGINE_ARGS  # noqa: E402
 from tuner.demo_model import ensure_demo_model  # noqa: E402
 from tuner.engine import EngineSpec  # noqa: E402
+from tuner.engine.cpu_layout import split, threads  # noqa: E402
+
+
+class Layouts:
+    """Switch one engine between vLLM's own thread affinities and tunelab's layout."""
+
+    def __init__(self, root: int, pids: set[int]) -> None:
+        self.root, self.pids = root, pids
+        self.saved = {tid: os.sched_getaffinity(tid) for pid in pids for tid in threads(pid)}
+
+    def vllm(self) -> None:
+        for tid, cores in self.saved.items():
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(tid, cores)
+
+    def tunelab(self) -> None:
+        made = split(self.root, self.pids)
+        assert not made.reason, made.reason
 
 
 def cv(values: list[float]) -> float:
@@ -60,6 +86,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--long", type=int, default=256, help="requests of the long window")
+    ap.add_argument("--layout", action="store_true", help="vLLM's affinities vs tunelab's")
     args = ap.parse_args()
     base = Workload(input_len=128, output_len=64, num_prompts=32, concurrency=8,
                     warmup_requests=4)  # fmt: skip  # tui.session.DEFAULT_WORKLOAD
@@ -71,10 +98,19 @@ def main() -> None:
                       log_path=home / "engine.log", startup_timeout=600)  # fmt: skip
     runner = EngineThread(spec)
     eng = runner.start()
+    layouts = None
+    if args.layout:
+        assert runner.engine is not None and runner.engine.pid is not None
+        layouts = Layouts(runner.engine.pid, eng.pids)
+        long = shapes.pop(f"long ({args.long} req)")
+        shapes = {"default, vLLM's": base, "default, laid out": base,
+                  f"long ({args.long}), laid out": long}  # fmt: skip
     figures: dict[str, list[tuple[float, float, float, float]]] = {k: [] for k in shapes}
     try:
         for r in range(args.rounds):
             for name, wl in shapes.items():
+                if layouts is not None:
+                    (layouts.vllm if "vLLM" in name else layouts.tunelab)()
                 wl = Workload(**{**wl.__dict__, "seed": r})
                 got = asyncio.run(one(eng.url, eng.served_model, str(demo), wl))
                 figures[name].append(got)
