@@ -34,6 +34,11 @@ class GpuSpec:
         hbm_gib: Memory of one device as the runtime reports it.
         count: Devices on a usual node of this kind (8 for OAM/HGX boards).
         partition: "CPX" (or another compute partition) when the device is a partition.
+        hbm_tb_s: Peak memory bandwidth of one device, TB/s (the vendor's datasheet;
+            None where it is not published): the study model's prior for a decode step.
+        bf16_tflops: Peak dense BF16 matrix throughput of one device, TFLOP/s (the
+            datasheet's figure without sparsity; None where not published): its prior for
+            a prefilled token.
     """
 
     name: str
@@ -42,6 +47,8 @@ class GpuSpec:
     hbm_gib: float
     count: int = 8
     partition: str | None = None
+    hbm_tb_s: float | None = None
+    bf16_tflops: float | None = None
 
     @property
     def label(self) -> str:
@@ -52,22 +59,24 @@ class GpuSpec:
 GPUS: dict[str, GpuSpec] = {
     spec.name: spec
     for spec in (
-        GpuSpec("MI210", "rocm", "gfx90a", 63.98, 4),
-        GpuSpec("MI250X", "rocm", "gfx90a", 63.98, 8),  # one GCD of two
-        GpuSpec("MI300X", "rocm", "gfx942", 191.98),
-        GpuSpec("MI300A", "rocm", "gfx942", 128.0, 4),
+        # name, platform, arch, HBM GiB, count, hbm_tb_s=..., bf16_tflops=... (datasheets)
+        GpuSpec("MI210", "rocm", "gfx90a", 63.98, 4, hbm_tb_s=1.6, bf16_tflops=181.0),
+        # one GCD of two: half the OAM's 3.2 TB/s and 383 TFLOP/s
+        GpuSpec("MI250X", "rocm", "gfx90a", 63.98, 8, hbm_tb_s=1.6, bf16_tflops=191.5),
+        GpuSpec("MI300X", "rocm", "gfx942", 191.98, hbm_tb_s=5.3, bf16_tflops=1307.4),
+        GpuSpec("MI300A", "rocm", "gfx942", 128.0, 4, hbm_tb_s=5.3, bf16_tflops=980.6),
         GpuSpec("MI308X", "rocm", "gfx942", 191.98),
-        GpuSpec("MI325X", "rocm", "gfx942", 255.98),
-        GpuSpec("MI350X", "rocm", "gfx950", 287.98),
-        GpuSpec("MI355X", "rocm", "gfx950", 287.98),
-        GpuSpec("A100", "cuda", "sm_80", 79.15),
-        GpuSpec("L40S", "cuda", "sm_89", 44.39),
-        GpuSpec("H100", "cuda", "sm_90", 79.19),
-        GpuSpec("H200", "cuda", "sm_90", 139.8),
-        GpuSpec("GH200", "cuda", "sm_90", 94.5, 1),
-        GpuSpec("B200", "cuda", "sm_100", 178.4),
-        GpuSpec("GB200", "cuda", "sm_100", 184.0, 4),
-        GpuSpec("B300", "cuda", "sm_103", 268.0),
+        GpuSpec("MI325X", "rocm", "gfx942", 255.98, hbm_tb_s=6.0, bf16_tflops=1307.4),
+        GpuSpec("MI350X", "rocm", "gfx950", 287.98, hbm_tb_s=8.0, bf16_tflops=2300.0),
+        GpuSpec("MI355X", "rocm", "gfx950", 287.98, hbm_tb_s=8.0, bf16_tflops=2500.0),
+        GpuSpec("A100", "cuda", "sm_80", 79.15, hbm_tb_s=2.039, bf16_tflops=312.0),
+        GpuSpec("L40S", "cuda", "sm_89", 44.39, hbm_tb_s=0.864, bf16_tflops=362.0),
+        GpuSpec("H100", "cuda", "sm_90", 79.19, hbm_tb_s=3.35, bf16_tflops=989.0),
+        GpuSpec("H200", "cuda", "sm_90", 139.8, hbm_tb_s=4.8, bf16_tflops=989.0),
+        GpuSpec("GH200", "cuda", "sm_90", 94.5, 1, hbm_tb_s=4.0, bf16_tflops=989.0),
+        GpuSpec("B200", "cuda", "sm_100", 178.4, hbm_tb_s=8.0, bf16_tflops=2250.0),
+        GpuSpec("GB200", "cuda", "sm_100", 184.0, 4, hbm_tb_s=8.0, bf16_tflops=2500.0),
+        GpuSpec("B300", "cuda", "sm_103", 268.0, hbm_tb_s=8.0),
     )
 }
 
@@ -111,6 +120,8 @@ def lookup(text: str) -> GpuSpec:
             hbm_gib=round(spec.hbm_gib / parts, 2),
             count=spec.count * parts,
             partition=partition,
+            hbm_tb_s=spec.hbm_tb_s / parts if spec.hbm_tb_s else None,
+            bf16_tflops=spec.bf16_tflops / parts if spec.bf16_tflops else None,
         )
     return replace(spec, count=count) if count else spec
 

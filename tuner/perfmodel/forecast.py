@@ -19,7 +19,7 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuner.perfmodel.bands import interval
 from tuner.perfmodel.observation import (
@@ -29,6 +29,9 @@ from tuner.perfmodel.observation import (
     observation_of_trial,
     trial_parts,
 )
+
+if TYPE_CHECKING:
+    from tuner.perfmodel.prior import Prior
 
 __all__ = [
     "Forecast",
@@ -59,6 +62,8 @@ class Forecast:
         itl_band: Relative half-width of the ITL's 80 % interval.
         trials: The comparable measured trials the model was fitted on.
         reason: Why there is no forecast ("" when there is one).
+        source: Where a forecast made before the model could be fitted came from (the GPU
+            table's prior, :mod:`tuner.perfmodel.prior`); "" for the fitted model's.
     """
 
     output_throughput: float | None = None
@@ -67,6 +72,7 @@ class Forecast:
     itl_band: float = 0.0
     trials: int = 0
     reason: str = ""
+    source: str = ""
 
     @property
     def known(self) -> bool:
@@ -85,10 +91,16 @@ class Forecast:
         tput, itl = self.throughput_interval(), self.itl_interval()
         if tput is None or itl is None or self.itl_ms is None:
             return f"model: unknown until run — {self.reason}"
+        if self.source:
+            came = f"the {self.source}" + (
+                f", scaled to {self.trials} trial(s)" if self.trials else ", before any trial"
+            )
+        else:
+            came = f"{self.trials} trial(s)"
         return (
             f"model: ~{self.output_throughput:,.0f} tok/s ({tput[0]:,.0f}–{tput[1]:,.0f}), "
             f"engine ITL ~{self.itl_ms:.2f} ms ({itl[0]:.2f}–{itl[1]:.2f}), 80 % intervals "
-            f"from {self.trials} trial(s)"
+            f"from {came}"
         )
 
     def short(self) -> str:
@@ -112,11 +124,12 @@ class Forecast:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-def forecast(trials: Iterable[Any], candidate: Any) -> Forecast:
+def forecast(trials: Iterable[Any], candidate: Any, prior: Prior | None = None) -> Forecast:
     """The forecast of ``candidate`` (a trial not yet measured) from ``trials`` (its study's).
 
     Only finished trials of the candidate's own context calibrate; the candidate itself,
-    if among them, is left out.
+    if among them, is left out. With fewer than :data:`MIN_TRIALS` of them, a ``prior``
+    (the GPU table's, :mod:`tuner.perfmodel.prior`) scaled by those there are forecasts.
     """
     mine = trial_parts(candidate)
     if mine is None:
@@ -135,6 +148,11 @@ def forecast(trials: Iterable[Any], candidate: Any) -> Forecast:
             usable.append((obs, trial))
     group = [o for o, _ in usable if o.context == context]
     if len(group) < MIN_TRIALS:
+        if prior is not None:
+            from tuner.perfmodel.prior import scaled
+
+            tput, itl, band = scaled(prior, point, group)
+            return Forecast(tput, itl, band, band, len(group), source=prior.source)
         return Forecast(trials=len(group), reason=_why_not(group, usable, parts))
     from tuner.perfmodel.fit import calibrate
 
@@ -152,11 +170,13 @@ def latest_measured(trials: Sequence[Any]) -> Any | None:
     return max(ran, key=lambda t: t.finished_at or t.created_at) if ran else None
 
 
-def forecast_record(trials: Iterable[Any], candidate: Any) -> dict[str, Any]:
+def forecast_record(
+    trials: Iterable[Any], candidate: Any, prior: Prior | None = None
+) -> dict[str, Any]:
     """:func:`forecast`'s stored form. A forecast must never stop a run: whatever goes wrong
     in the model is recorded as its reason (shown on every face) instead of raised."""
     try:
-        return forecast(trials, candidate).to_dict()
+        return forecast(trials, candidate, prior).to_dict()
     except Exception as exc:  # recorded on the trial, never lost
         return Forecast(reason=f"the model failed: {type(exc).__name__}: {exc}").to_dict()
 

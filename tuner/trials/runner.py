@@ -124,6 +124,7 @@ async def run_workloads(
     _admit(trials, store, session)
     if context is None:
         context = await asyncio.to_thread(resolve_context, config.model, python)
+    session.model_info = context.model_info
     runnable = _apply_rules(trials, context, store, session)
     if not runnable:
         return list(trials)

@@ -90,6 +90,8 @@ class EngineSession:
         # The benchmark client in a process of its own (tuner.bench.own_process), else
         # on an event loop of its own in a thread (tuner.bench.own_loop).
         self.client_process = False
+        # The analysed model (tuner.model), for the study model's GPU prior; None: unknown.
+        self.model_info: Any = None
         # Where the armed profiler writes (tuner.profiles.capture); None: not armed.
         self.profile_dir: Path | None = None
 
@@ -159,8 +161,10 @@ class EngineSession:
         """The study model's forecast of ``trial`` from the study's measured trials so far
         (tuner.perfmodel.forecast, issue 31), stored before its figures exist."""
         from tuner.perfmodel.forecast import forecast_record
+        from tuner.perfmodel.prior import gpu_prior
 
-        return forecast_record(self.store.list(study=trial.study), trial)
+        prior = gpu_prior(self.model_info, trial.gpu_names, trial.config.engine)
+        return forecast_record(self.store.list(study=trial.study), trial, prior)
 
     def _progress(
         self, trial: Trial, marks: dict[str, float]
