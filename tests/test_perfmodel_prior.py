@@ -130,3 +130,23 @@ def test_no_prior_without_the_gpu_s_published_figures_or_the_model() -> None:
     assert gpu_prior(None, [H100], {}) is None  # the model was not analysed
     candidate = _trial(H100, 64, 32)
     assert not forecast([], candidate, None).known
+
+
+def test_the_tui_s_next_run_forecast_uses_the_prior_before_any_trial(tmp_path: Path) -> None:
+    """The Findings panel's line is Study.forecast_next(...).short() (tests/test_tui_forecast.py);
+    with the analysed model and this node's GPU it speaks before the study has a trial."""
+    from tuner.lab.study import Study
+    from tuner.rules.types import Target
+    from tuner.trials.store import TrialStore
+
+    node = Target(vllm_version="0.32.0", platform="cuda", gpu_name="H100")
+    candidate = _trial(H100, 64, 32)
+    with TrialStore(tmp_path / "t.db") as store:
+        study = Study(store, "s")
+        said = study.forecast_next(candidate.config, candidate.workload, model_info=_info(),
+                                   node=node)  # fmt: skip
+        alone = study.forecast_next(candidate.config, candidate.workload, node=node)
+    direct = forecast([], candidate, gpu_prior(_info(), [H100], candidate.config.engine))
+    assert said.output_throughput == pytest.approx(direct.output_throughput)
+    assert said.short().endswith("· GPU table prior") and said.short().startswith("next run ≈")
+    assert alone.short() == ""  # no model analysis: nothing to say before the first run

@@ -176,7 +176,11 @@ class TunelabApp(WorkerErrors, KeyActions, App[None]):
         path = session.services.store_path or default_path()
         if session.workload is None or not Path(path).exists():
             return  # nothing stored yet: never create the store to read it
-        text = self.jobs.study().forecast_next(session.config, session.workload).short()
+        study = self.jobs.study()
+        found = study.forecast_next(
+            session.config, session.workload, model_info=session.model_info, node=session.target
+        )
+        text = found.short()
         if not get_current_worker().is_cancelled:
             panel = self.main.query_one(FindingsPanel)
             self.call_from_thread(panel.show_forecast, text)

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tuner import bounded
 from tuner.config import EngineValue
@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from tuner.bench.workload import Workload
     from tuner.config import EngineConfig
     from tuner.perfmodel.forecast import Forecast
+    from tuner.rules.types import Target
 
 BASELINE_HOW_KEY = "baseline-how"
 LAST_AB_KEY = "last-ab"
@@ -269,20 +270,36 @@ class Study:
 
     # -- the study's performance model (issue 31) ----------------------------------------
     def forecast_next(
-        self, config: EngineConfig, workload: Workload, trials: Sequence[Trial] | None = None
+        self,
+        config: EngineConfig,
+        workload: Workload,
+        trials: Sequence[Trial] | None = None,
+        *,
+        model_info: Any = None,
+        node: Target | None = None,
     ) -> Forecast:
         """What the study's model expects of running ``config`` on ``workload`` next
-        (tuner.perfmodel.forecast: the forecast a run then stores), or why it cannot say."""
+        (tuner.perfmodel.forecast: the forecast a run then stores), or why it cannot say.
+
+        It is made for the node of the study's latest measured trial, else for ``node`` (this
+        one); with ``model_info`` (the analysed model) on a GPU the table knows, the GPU
+        prior speaks before the fitted model can (tuner.perfmodel.prior).
+        """
         from tuner.perfmodel.forecast import NO_TRIALS, Forecast, forecast, latest_measured
+        from tuner.perfmodel.prior import gpu_prior
 
         trials = self.trials() if trials is None else trials
         latest = latest_measured(trials)
-        if latest is None:
+        if latest is not None:
+            where = (latest.platform, latest.vllm_version, list(latest.gpu_names))
+        elif node is not None and node.gpu_name and model_info is not None:
+            where = (node.platform, node.vllm_version, [node.gpu_name])
+        else:
             return Forecast(reason=NO_TRIALS)
         candidate = Trial(config=config, workload=workload, study=self.name,
-                          platform=latest.platform, vllm_version=latest.vllm_version,
-                          gpu_names=list(latest.gpu_names))  # fmt: skip
-        return forecast(trials, candidate)
+                          platform=where[0], vllm_version=where[1], gpu_names=where[2])  # fmt: skip
+        prior = gpu_prior(model_info, candidate.gpu_names, config.engine)
+        return forecast(trials, candidate, prior)
 
     # -- detached jobs --------------------------------------------------------------
     def job_shown(self) -> str | None:

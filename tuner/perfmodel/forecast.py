@@ -110,7 +110,7 @@ class Forecast:
         if tput is not None and self.itl_ms is not None:
             return (
                 f"next run ≈ {self.output_throughput:,.0f} tok/s ({tput[0]:,.0f}–{tput[1]:,.0f})"
-                f" · ITL {self.itl_ms:.1f} ms"
+                f" · ITL {self.itl_ms:.1f} ms" + (" · GPU table prior" if self.source else "")
             )
         return "" if self.reason == NO_TRIALS else "next run: unknown until run"
 
