@@ -23,7 +23,7 @@ from tuner.perfmodel.bands import interval
 from tuner.perfmodel.observation import Observation, Point
 from tuner.perfmodel.waves import duration_row, itl_row
 
-__all__ = ["Accuracy", "Prediction", "StepModel", "accuracy", "calibrate", "held_out"]
+__all__ = ["Accuracy", "Prediction", "StepModel", "accuracy", "calibrate", "fit_costs", "held_out"]
 
 MIN_HALF_WIDTH = 0.05
 FEW_POINTS_HALF_WIDTH = 0.5
@@ -133,7 +133,7 @@ def calibrate(observations: Sequence[Observation]) -> StepModel:
             "the trials differ in more than the modelled knobs (max-num-seqs, "
             "max-num-batched-tokens, concurrency, lengths, request count)"
         )
-    model = _costs(observations)
+    model = fit_costs(observations)
     if len(observations) < MIN_FOR_LOO:
         return model
     score = held_out(observations, bands=False)
@@ -144,8 +144,9 @@ def calibrate(observations: Sequence[Observation]) -> StepModel:
     )
 
 
-def _costs(observations: Sequence[Observation]) -> StepModel:
-    """The fitted costs alone, with the few-trials interval."""
+def fit_costs(observations: Sequence[Observation]) -> StepModel:
+    """The fitted costs alone, with the few-trials interval: no leave-one-out pass, for a
+    caller that only needs the costs (a skip check fits once per measured trial)."""
     a, b, c = (float(x) for x in _fit(observations))
     return StepModel(a, b, c, observations[0].context, len(observations))
 
@@ -167,7 +168,7 @@ def held_out(observations: Sequence[Observation], *, bands: bool = True) -> Accu
     out = Accuracy()
     for i, obs in enumerate(observations):
         rest = [o for j, o in enumerate(observations) if j != i]
-        model = calibrate(rest) if bands else _costs(rest)
+        model = calibrate(rest) if bands else fit_costs(rest)
         out.add(obs, model.predict(obs.point))
     return out
 

@@ -138,9 +138,9 @@ def sure_miss(
     for constraint in constraints:
         verdict = _judge(group, point, constraint)
         if verdict is not None:
-            from tuner.perfmodel.fit import calibrate
+            from tuner.perfmodel.fit import fit_costs
 
-            model = calibrate([obs for obs, _ in group])
+            model = fit_costs([obs for obs, _ in group])
             wanted = dict.fromkeys([*keys, *(c.metric for c in constraints)])
             told = {k: v for k in wanted if (v := _predict(model, point, k)) is not None}
             return dataclasses.replace(verdict, values=told)
@@ -150,16 +150,16 @@ def sure_miss(
 def _judge(group: Sequence[tuple[Any, Trial]], point: Any, bound: Constraint) -> SkipVerdict | None:
     """The verdict on one bound: its key predicted at ``point``, the sure interval from the
     group's leave-one-out errors of that key."""
-    from tuner.perfmodel.fit import calibrate
+    from tuner.perfmodel.fit import fit_costs
 
     observations = [obs for obs, _ in group]
-    predicted = _predict(calibrate(observations), point, bound.metric)
+    predicted = _predict(fit_costs(observations), point, bound.metric)
     if predicted is None or predicted <= 0:
         return None
     worst, floor = 0.0, FLOOR_OF_BOUND * abs(bound.bound)
     for i, (obs, trial) in enumerate(group):
         measured = value_of(trial, bound.metric)
-        guess = _predict(calibrate(observations[:i] + observations[i + 1 :]), obs.point,
+        guess = _predict(fit_costs(observations[:i] + observations[i + 1 :]), obs.point,
                          bound.metric)  # fmt: skip
         if measured is None or guess is None or measured <= 0 or guess <= 0:
             return None  # a key the group cannot check: not sure of anything
