@@ -133,3 +133,28 @@ def test_a_search_on_the_double_does_not_launch_the_sure_misses(
     out = " ".join(capsys.readouterr().out.split())  # the console wraps at its width
     assert f"{len(skipped)} not launched (the study model is sure they miss the SLO)" in out
     assert all(" ".join(describe_skip(s).split()) in out for s in report.skipped)
+
+
+def test_a_recovered_skip_is_told_as_the_search_told_it(tmp_path: Path) -> None:
+    """A worker killed between storing a skip and telling Optuna: recovery tells the stored
+    verdict the same way (tuner.studies.search.tell_outcome, the one teller)."""
+    import optuna
+
+    from tuner.studies.search import tell_outcome
+    from tuner.studies.search_skip import record_skip
+
+    bound = [parse_constraint("p99_ttft_ms<=100")]
+    study = [_measured(s, c) for s, c in MEASURED]
+    candidate = _candidate(4, 32)
+    verdict = sure_miss(study, candidate, bound, ["output_throughput"])
+    assert verdict is not None and "output_throughput" in verdict.values
+    with TrialStore(tmp_path / "t.db") as store:
+        record_skip(store, candidate, verdict)
+        stored = store.get(candidate.id)
+    opt = optuna.create_study(directions=["maximize"])
+    ot = opt.ask()
+    state = tell_outcome(opt, ot, stored, ["output_throughput"], bound)
+    frozen = opt.trials[0]
+    assert state is optuna.trial.TrialState.COMPLETE and frozen.state is state
+    assert frozen.values == [pytest.approx(verdict.values["output_throughput"])]
+    assert frozen.user_attrs["constraints"][0] > 0 and SKIP_TAG in frozen.user_attrs

@@ -199,10 +199,9 @@ def tell_outcome(
         ot.set_user_attr("stopped_early", True)
         opt.tell(ot, state=TrialState.PRUNED)
         return TrialState.PRUNED
-    if is_model_skip(done):  # not launched: the study model was sure it misses the SLO
-        ot.set_user_attr("pruned_reason", (done.failure_reason or "model")[:500])
-        opt.tell(ot, state=TrialState.PRUNED)
-        return TrialState.PRUNED
+    if is_model_skip(done):  # not launched: told as the search told it (a recovered one too)
+        verdict = SkipVerdict.from_dict(done.tags[SKIP_TAG])
+        return tell_skip(opt, ot, verdict, objectives, constraints)
     if done.status is TrialStatus.SKIPPED:
         errors = [f.message for f in blocking(done.findings)]
         ot.set_user_attr("pruned_reason", "; ".join(errors)[:500] or "rules")
@@ -537,7 +536,7 @@ async def _measure_one(
     if verdict is not None:
         record_skip(runner.store, trial, verdict)
         runner.announce(TrialSkipped(trial, (), trial.failure_reason or verdict.reason()))
-        return trial, tell_skip(opt, ot, verdict, point.objectives, point.space.constraints)
+        return trial, tell_outcome(opt, ot, trial, point.objectives, point.space.constraints)
     try:
         with Heartbeat(opt._storage, ot._trial_id):
             watch = _reporter(ot, pruner) if pruner is not None else None

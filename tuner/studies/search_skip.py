@@ -36,6 +36,8 @@ from tuner.studies.space import Constraint
 from tuner.trials.model import Trial, TrialStatus
 
 if TYPE_CHECKING:
+    from optuna.trial import TrialState
+
     from tuner.trials.store import TrialStore
 
 __all__ = [
@@ -229,7 +231,7 @@ def is_model_skip(trial: Trial) -> bool:
 def tell_skip(
     opt: Any, ot: Any, verdict: SkipVerdict, objectives: Sequence[str],
     constraints: Sequence[Constraint],
-) -> Any:  # fmt: skip
+) -> TrialState:  # fmt: skip
     """Tell Optuna a point the model is sure misses the SLO: its predicted objectives and
     violations, as a measured miss would be told (the sampler learns the infeasible region
     alike), marked as the model's; pruned where the model cannot tell an objective.
