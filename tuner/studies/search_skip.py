@@ -137,25 +137,27 @@ def sure_miss(
     ]
     if len(group) < SKIP_MIN_TRIALS:
         return None
-    for constraint in constraints:
-        verdict = _judge(group, point, constraint)
-        if verdict is not None:
-            from tuner.perfmodel.fit import fit_costs
+    from tuner.perfmodel.fit import fit_costs
 
-            model = fit_costs([obs for obs, _ in group])
+    model = fit_costs([obs for obs, _ in group])  # the group's costs: every bound's prediction
+    for constraint in constraints:
+        verdict = _judge(group, point, constraint, model)
+        if verdict is not None:
             wanted = dict.fromkeys([*keys, *(c.metric for c in constraints)])
             told = {k: v for k in wanted if (v := _predict(model, point, k)) is not None}
             return dataclasses.replace(verdict, values=told)
     return None
 
 
-def _judge(group: Sequence[tuple[Any, Trial]], point: Any, bound: Constraint) -> SkipVerdict | None:
-    """The verdict on one bound: its key predicted at ``point``, the sure interval from the
-    group's leave-one-out errors of that key."""
+def _judge(
+    group: Sequence[tuple[Any, Trial]], point: Any, bound: Constraint, model: Any
+) -> SkipVerdict | None:
+    """The verdict on one bound: its key predicted at ``point`` by ``model`` (the group's
+    costs), the sure interval from the group's leave-one-out errors of that key."""
     from tuner.perfmodel.fit import fit_costs
 
     observations = [obs for obs, _ in group]
-    predicted = _predict(fit_costs(observations), point, bound.metric)
+    predicted = _predict(model, point, bound.metric)
     if predicted is None or predicted <= 0:
         return None
     worst, floor = 0.0, FLOOR_OF_BOUND * abs(bound.bound)
