@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import subprocess
 from typing import Any
 
 import pytest
@@ -63,6 +64,17 @@ def test_the_setup_commands_are_executable_scripts() -> None:
     tests = (ROOT / setup_commands()["tests"]).read_text(encoding="utf-8")
     assert ".venv/bin/tunelab" in app, "the README's app command does not run tunelab"
     assert re.search(r"-m pytest", tests), "the README's test command does not run pytest"
+
+
+def test_the_test_command_fails_when_pytest_collects_nothing() -> None:
+    """pytest's exit code 5 (no tests) must not pass: the README's command turns it into 1."""
+    command = ROOT / setup_commands()["tests"]
+    done = subprocess.run(
+        [str(command), "-q", "-p", "no:cacheprovider", "-k", "no_test_is_named_like_this_xyz"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "collected no tests" in done.stderr
 
 
 def test_ci_runs_the_readmes_test_command() -> None:

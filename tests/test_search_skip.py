@@ -11,23 +11,16 @@ describes it.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
 
-from tests.support.study_cli import double_command
+from tests.support.search_double import search_on_double
 from tests.test_perfmodel import COSTS, point
 from tests.test_perfmodel import trial as made_trial
-from tuner.bench.workload import Workload
-from tuner.config import EngineConfig
 from tuner.perfmodel.simulate import replay
-from tuner.rules import Target
-from tuner.studies.executor import TrialRunner
-from tuner.studies.search import run_search
 from tuner.studies.search_skip import SKIP_TAG, describe_skip, is_model_skip, sure_miss
-from tuner.studies.space import Space, parse_constraint, parse_param
-from tuner.trials.context import RunContext
+from tuner.studies.space import parse_constraint
 from tuner.trials.events import TrialSkipped
 from tuner.trials.model import Trial, TrialStatus
 from tuner.trials.store import TrialStore
@@ -89,22 +82,8 @@ def test_a_search_on_the_double_does_not_launch_the_sure_misses(
 
     from tuner.cli.study_output import print_search
 
-    monkeypatch.setenv("DOUBLE_TOKEN_MS", "10")
-    monkeypatch.setenv("TUNELAB_HOME", str(tmp_path / "home"))
-    space = Space([parse_param("max-num-seqs=1,2,4,8,16,32"),
-                   parse_param("concurrency=1,2,4,8,16,32")],
-                  constraints=[parse_constraint("p99_ttft_ms<=100")])  # fmt: skip
-    load = Workload(input_len=16, output_len=16, num_prompts=32, warmup_requests=0)
-    context = RunContext(Target(note="study engine double"), None, [])
-    url = f"sqlite:///{tmp_path / 'optuna.db'}"
-    events: list[object] = []
-    with TrialStore(tmp_path / "trials.db") as store:
-        runner = TrialRunner(store, events.append, {"startup_timeout": 60, "context": context,
-                                                    "guard": False}, double_command)  # fmt: skip
-        report = asyncio.run(run_search(EngineConfig(model="engine-double"), load, space,
-                                        runner, n_trials=12, study="s", storage=url, seed=1,
-                                        prune=False))  # fmt: skip
-        trials = store.list(study="s")
+    done = search_on_double(tmp_path, monkeypatch, n_trials=12, seed=1, propose=False)
+    report, trials, url, events = done.report, done.trials, done.url, done.events
     skipped = [t for t in trials if is_model_skip(t)]
     launched = [t for t in trials if t.status is not TrialStatus.SKIPPED]
     print([(t.tags["values"], str(t.status)) for t in trials])

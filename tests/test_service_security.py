@@ -104,13 +104,23 @@ def test_a_runtime_dir_open_to_others_is_refused_not_adopted(tunelab_home: Path)
     assert stat.S_IMODE(run.stat().st_mode) == 0o755  # refused, not silently changed
 
 
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A directory with a short path: under a long tmp_path (pytest-xdist's ``popen-gwN``)
+    the socket path would pass the socket length limit and the service would rightly move
+    to ``$TMPDIR``, out of the directory under test."""
+    path = Path(tempfile.mkdtemp(prefix="tl-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
 @pytest.mark.parametrize("owner_is_other", [False, True], ids=["world-writable", "foreign"])
 def test_a_runtime_dir_under_a_directory_others_control_is_refused(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, owner_is_other: bool
+    short_tmp: Path, monkeypatch: pytest.MonkeyPatch, owner_is_other: bool
 ) -> None:
     if owner_is_other and os.getuid() != 0:
         pytest.skip("acting as another user needs root")
-    shared = tmp_path / "shared"
+    shared = short_tmp / "shared"
     shared.mkdir()
     if owner_is_other:
         os.chown(shared, *_nobody())

@@ -27,6 +27,10 @@ if TYPE_CHECKING:
 
 PERCENTILES: tuple[float, ...] = (50.0, 90.0, 95.0, 99.0)
 METRICS = ("ttft", "tpot", "itl", "e2el")
+# A sessions run's per-turn TTFT bounds: each statistic's worst turn
+# (tuner.bench.sessions.worst_turn_metrics).
+WORST_TURN_STATS = ("median", "p90", "p99")
+WORST_TURN_KEYS = tuple(f"worst_turn_{stat}_ttft_ms" for stat in WORST_TURN_STATS)
 
 
 def percentile(values: Sequence[float], p: float) -> float:

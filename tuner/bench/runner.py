@@ -47,7 +47,7 @@ from tuner.bench.run_limits import (
     run_deadline_s,
 )
 from tuner.bench.server_metrics import ServerSummary, ServerWatcher
-from tuner.bench.sessions import SessionPlan, run_sessions
+from tuner.bench.sessions import SessionPlan, run_sessions, worst_turn_metrics
 from tuner.bench.workload import DatasetKind, Workload, WorkloadError
 
 __all__ = ["BenchResult", "arrival_offsets", "run_benchmark", "vllm_date"]
@@ -374,7 +374,10 @@ async def run_benchmark(
         url=url,
         model=client.model,
         workload=workload,
-        metrics=compute_metrics(run.records, run.duration_s, workload.slo, detailed=True),
+        metrics={
+            **compute_metrics(run.records, run.duration_s, workload.slo, detailed=True),
+            **worst_turn_metrics(run.records),  # a sessions run's per-turn TTFT bounds
+        },
         server=run.server,
         records=run.records,
         started_at=run.started_at,

@@ -34,6 +34,7 @@ from typing import Any
 
 from tuner.bench.conversation_file import recorded_conversations
 from tuner.bench.datasets import shared_prefixes
+from tuner.bench.metrics import WORST_TURN_STATS, percentile
 from tuner.bench.prompts import Prompt, TokenPool, random_prompts, sample_lengths
 from tuner.bench.record import RequestRecord
 from tuner.bench.workload import Workload, WorkloadError
@@ -285,6 +286,8 @@ class TurnFigures:
         mean_prompt_len: Its prompt tokens (the server's usage), mean.
         median_ttft_ms: Time to first token, median of the answered.
         median_itl_ms: Inter-token gap, median over the answered turns' gaps.
+        p90_ttft_ms: Time to first token, 90th percentile of the answered.
+        p99_ttft_ms: Its 99th percentile.
     """
 
     turn: int
@@ -293,6 +296,8 @@ class TurnFigures:
     mean_prompt_len: float
     median_ttft_ms: float
     median_itl_ms: float
+    p90_ttft_ms: float = 0.0
+    p99_ttft_ms: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """The stored form (the result's ``tunelab.sessions.turns``)."""
@@ -319,6 +324,28 @@ def turn_figures(records: Sequence[RequestRecord]) -> list[TurnFigures]:
                 mean_prompt_len=statistics.fmean(lens) if lens else 0.0,
                 median_ttft_ms=statistics.median(r.ttft for r in ok) * 1e3 if ok else 0.0,
                 median_itl_ms=statistics.median(gaps) * 1e3 if gaps else 0.0,
+                p90_ttft_ms=percentile([r.ttft * 1e3 for r in ok], 90) if ok else 0.0,
+                p99_ttft_ms=percentile([r.ttft * 1e3 for r in ok], 99) if ok else 0.0,
             )
         )
     return out
+
+
+MIN_TURN_ANSWERS = 3  # a turn fewer conversations answered has no percentile to speak of
+
+
+def worst_turn_metrics(records: Sequence[RequestRecord]) -> dict[str, float]:
+    """The per-turn TTFT bounds of a sessions run: for each statistic, the worst turn's.
+
+    An SLO on ``worst_turn_p99_ttft_ms`` holds when every turn's p99 TTFT does — the bound a
+    chat product promises on every turn, which the whole run's p99 blurs as the growing
+    history lengthens the later turns' prefills. Only turns at least
+    :data:`MIN_TURN_ANSWERS` conversations answered count; empty for any other run.
+    """
+    turns = [t for t in turn_figures(records) if t.completed >= MIN_TURN_ANSWERS]
+    if not turns:
+        return {}
+    return {
+        f"worst_turn_{stat}_ttft_ms": max(getattr(t, f"{stat}_ttft_ms") for t in turns)
+        for stat in WORST_TURN_STATS
+    }

@@ -372,13 +372,14 @@ def turn_table(result: BenchResult) -> Table | None:
     if not figures:
         return None
     cut = f"; {result.turns_cut} turns cut by --max-context" if result.turns_cut else ""
-    table = Table(title=f"Per turn (the prompt is the whole history){cut}")
-    for col in ("turn", "sent", "answered", "prompt tokens", "TTFT p50 ms", "ITL p50 ms"):
+    table = Table(title=f"Per turn (the prompt is the whole history; ms){cut}")
+    cols = ("turn", "sent", "answered", "prompt tokens", "TTFT p50", "TTFT p99", "ITL p50")
+    for col in cols:
         table.add_column(col, justify="right")
     for t in figures:
         table.add_row(
             str(t.turn), str(t.requests), str(t.completed), f"{t.mean_prompt_len:.0f}",
-            f"{t.median_ttft_ms:.2f}", f"{t.median_itl_ms:.2f}",
+            f"{t.median_ttft_ms:.2f}", f"{t.p99_ttft_ms:.2f}", f"{t.median_itl_ms:.2f}",
         )  # fmt: skip
     return table
 

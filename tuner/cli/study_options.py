@@ -195,8 +195,10 @@ NoSkipOpt = Annotated[
     bool,
     typer.Option(
         "--no-skip",
-        help="Launch every point (default: under --slo, a point the study model is sure "
-        "misses it, from 4 measured trials like it, is stored as skipped, not launched).",
+        help="No study model: launch Optuna's points only, every one (default: from 4 "
+        "measured trials like a point, one the model is sure misses --slo is stored as "
+        "skipped, not launched, and the point it predicts beats every measured one under "
+        "the SLO is launched next).",
     ),
 ]
 

@@ -18,7 +18,13 @@ from rich.table import Table
 from tuner.cli.explain_table import explanation_table
 from tuner.cli.safe_text import markup
 from tuner.cli.trial_progress import TrialProgressDisplay, clock
-from tuner.lab.reports import Verdict, describe_skip, format_relative, is_pruned
+from tuner.lab.reports import (
+    Verdict,
+    describe_proposal,
+    describe_skip,
+    format_relative,
+    is_pruned,
+)
 from tuner.trials.events import StudyStatus, TrialDone, TrialFailed, TrialPruned, TrialSkipped
 
 if TYPE_CHECKING:
@@ -235,8 +241,15 @@ def print_search(report: SearchReport) -> None:
     )
     for skipped in report.skipped:
         console.print("  " + markup(describe_skip(skipped)))
-    if report.skipped:
-        console.print("  (--no-skip launches every point)")
+    if report.proposed:
+        met = sum(1 for p in report.proposed if p.get("met_slo"))
+        console.print(
+            f"{len(report.proposed)} launched as the study model's proposal ({met} met the SLO):"
+        )
+    for proposed in report.proposed:
+        console.print("  " + markup(describe_proposal(proposed)))
+    if report.skipped or report.proposed:
+        console.print("  (--no-skip: no study model, Optuna's points only)")
     title = "Pareto front" if len(report.objectives) > 1 else "best"
     if not report.best:
         console.print(f"no {title} yet: no finished trial meets the constraints")

@@ -35,7 +35,7 @@ from tuner.studies.capacity_sweep import CapacitySweep, run_capacity_sweep
 from tuner.studies.common import study_name
 from tuner.studies.search import SearchReport, run_search
 from tuner.studies.sequential import Spending
-from tuner.studies.slo import SLO
+from tuner.studies.slo import SLO, check_for_workload
 from tuner.studies.space import Constraint, Param, Space
 from tuner.studies.sweep import SweepReport, run_sweep
 from tuner.studies.verify import (
@@ -213,6 +213,7 @@ class SweepPlan:
         keys = [p.key for p in self.params]
         if len(set(keys)) != len(keys):
             raise PlanError(f"a knob is listed twice: {', '.join(keys)}")
+        check_for_workload([c.metric for c in self.constraints], self.workload)
 
     @property
     def title(self) -> str:
@@ -263,6 +264,7 @@ class SearchPlan:
             raise PlanError(
                 f"--objective must be throughput, latency, pareto or capacity, not {self.mode!r}"
             )
+        check_for_workload([c.metric for c in self.space.constraints], self.workload)
 
     @property
     def title(self) -> str:
@@ -314,6 +316,9 @@ class CapacitySearchPlan:
 
     kind: ClassVar[str] = "tune-capacity"
     skips_extra: ClassVar[bool] = False
+
+    def __post_init__(self) -> None:
+        check_for_workload(self.slo.keys, self.workload)
 
     @property
     def title(self) -> str:
@@ -373,6 +378,7 @@ class CapacityPlan:
                 f"{self.sweep.key}=V1,V2"
             )
         lab_capacity.check_plan(self.grid, launches=self.launches, probes=self.probes)
+        check_for_workload(self.slo.keys, self.workload)
 
     @property
     def title(self) -> str:

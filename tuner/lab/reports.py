@@ -16,6 +16,7 @@ to its one owner in the studies so both faces say the same:
 - :func:`pareto_front`: the trials no other beats on both latency and throughput;
 - :func:`is_pruned`: whether a trial was stopped early by the study's pruner;
 - :func:`describe_skip`: a point a search did not launch, and the model's reason;
+- :func:`describe_proposal`: a point a search launched as the model's proposal;
 - :func:`configs_only`, :func:`probe_view`, :class:`CapacityStep`: capacity
   probes kept apart from the configs' trials, each with its load and ✓/✗, and
   grouped by launch (:mod:`tuner.studies.capacity_steps`).
@@ -32,6 +33,7 @@ from typing import Any
 from tuner.studies import ab as _ab
 from tuner.studies import pareto as _pareto
 from tuner.studies import pruning as _pruning
+from tuner.studies import search_propose as _search_propose
 from tuner.studies import search_skip as _search_skip
 from tuner.studies import stats as _stats
 from tuner.studies.ab import ABReport
@@ -52,6 +54,7 @@ __all__ = [
     "Verdict",
     "ab_schedule",
     "configs_only",
+    "describe_proposal",
     "describe_skip",
     "format_relative",
     "is_pruned",
@@ -103,6 +106,12 @@ def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
         The indices of the points on the front, in the order given.
     """
     return _pareto.pareto_front(points)
+
+
+def describe_proposal(entry: Mapping[str, Any]) -> str:
+    """A search report's proposed point, why, and what it measured
+    (tuner.studies.search_propose decides)."""
+    return _search_propose.describe_proposal(entry)
 
 
 def describe_skip(entry: Mapping[str, Any]) -> str:

@@ -43,6 +43,7 @@ from tuner.studies.optuna_store import (
 )
 from tuner.studies.optuna_store import sqlalchemy_url as sqlalchemy_url  # re-exported
 from tuner.studies.pruning import ReadingLog, is_pruned, make_optuna_pruner, prunable
+from tuner.studies.search_propose import PROPOSE_TAG, Proposal, proposer, values_key
 from tuner.studies.search_skip import (
     SKIP_TAG,
     SkipVerdict,
@@ -323,6 +324,7 @@ class SearchReport:
     trials: list[str] = field(default_factory=list)
     stopped_early: int = 0
     skipped: list[dict[str, Any]] = field(default_factory=list)
+    proposed: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -365,6 +367,7 @@ async def run_search(
     on_trial: Callable[[Trial], None] | None = None,
     prune: bool = True,
     skip: bool = True,
+    propose: bool | None = None,
 ) -> SearchReport:
     """Run ``n_trials`` measured points of the study (resuming it if it exists).
 
@@ -376,8 +379,11 @@ async def run_search(
     clearly dominated (:mod:`tuner.studies.pruning`); such a point counts
     towards ``n_trials`` (it cost an engine start) as ``stopped_early``. With ``skip`` and
     SLO constraints, a point the study model is sure misses them is not launched
-    (:mod:`tuner.studies.search_skip`): stored as skipped, told pruned, not counted, listed
-    in the report's ``skipped``.
+    (:mod:`tuner.studies.search_skip`): stored as skipped, told as the model's miss, not
+    counted, listed in the report's ``skipped``; and the point the model predicts beats every
+    measured one under the SLO is launched next (:mod:`tuner.studies.search_propose`), listed
+    in ``proposed`` (``propose``: as ``skip`` unless given). ``skip=False`` is a search
+    without the study model.
 
     Raises:
         SearchError: No parameters, n_trials < 1, or an unusable storage/study.
@@ -411,6 +417,8 @@ async def run_search(
     progress = runner.begin(study, "tune", n_trials)
     sure_miss = skipper(runner.store, study, space.constraints, objectives) if skip else None
     point = _Point(opt, base, workload, space, study, url, owner, objectives)
+    if (skip if propose is None else propose) and len(objectives) == 1:
+        point.propose = proposer(runner.store, study, space, point.trial_of, objectives[0])
 
     async def worker() -> None:
         while budget.take():
@@ -433,6 +441,12 @@ def _count(report: SearchReport, trial: Trial, outcome: TrialState, progress: An
     from optuna.trial import TrialState
 
     report.trials.append(trial.id)
+    if isinstance(trial.tags.get(PROPOSE_TAG), dict):
+        proposal = trial.tags[PROPOSE_TAG]
+        measured = value_of(trial, proposal.get("objective") or report.objectives[0])
+        report.proposed.append(
+            {**proposal, "measured": measured, "met_slo": meets(trial, _slo(trial))}
+        )
     if is_model_skip(trial):  # sure to miss the SLO: no launch, not counted
         report.skipped.append({"values": trial.tags.get("values"), **trial.tags[SKIP_TAG]})
         progress.extend(1)
@@ -476,9 +490,16 @@ class _Budget:
         self.counted += int(counts)
 
 
-@dataclass(frozen=True)
+def _slo(trial: Trial) -> list[Constraint]:
+    from tuner.studies.space import parse_constraint
+
+    return [parse_constraint(text) for text in trial.tags.get("slo") or []]
+
+
+@dataclass
 class _Point:
-    """What every point of one search is built from (the study, its setup and its space)."""
+    """What every point of one search is built from (the study, its setup and its space),
+    and the study model's proposals: the check, the points in flight, one ask at a time."""
 
     opt: Any
     base: EngineConfig
@@ -488,11 +509,40 @@ class _Point:
     url: str
     owner: dict[str, Any]
     objectives: list[str]
+    propose: Callable[[set[str]], Proposal | None] | None = None
+    in_flight: set[str] = field(default_factory=set)
+    asking: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def ask(self) -> tuple[optuna.Trial, Trial]:
+        """Optuna's next point — the model's proposal first when it has one — and its trial."""
+        async with self.asking:
+            if self.propose is not None:
+                proposal = await asyncio.to_thread(self.propose, set(self.in_flight))
+                if proposal is not None:
+                    self.opt.enqueue_trial(
+                        proposal.values, user_attrs={PROPOSE_TAG: proposal.to_dict()}
+                    )
+            ot = self.opt.ask()
+            trial = self.trial(ot)
+            self.in_flight.add(values_key(trial.tags["values"]))
+        return ot, trial
 
     def trial(self, ot: optuna.Trial) -> Trial:
         """The tunelab trial of Optuna's next suggestion."""
         ot.set_user_attr("owner", self.owner)
         values = {p.key: suggest(ot, p) for p in self.space.params}
+        trial = self.trial_of(values)
+        ot.set_user_attr("tunelab_trial_id", trial.id)
+        trial.tags["optuna_number"] = ot.number
+        proposed = ot.user_attrs.get(PROPOSE_TAG)
+        if isinstance(proposed, dict) and values_key(proposed.get("values") or {}) == values_key(
+            values
+        ):
+            trial.tags[PROPOSE_TAG] = proposed
+        return trial
+
+    def trial_of(self, values: dict[str, Any]) -> Trial:
+        """The tunelab trial of one point of the space (values by the space's keys)."""
         knobs = {k: v for k, v in values.items() if k not in WORKLOAD_KEYS}
         fixed = {**self.space.fixed, **values}
         load = {k: v for k, v in fixed.items() if k in WORKLOAD_KEYS}
@@ -503,13 +553,11 @@ class _Point:
             objective=self.objectives[0],
             tags={
                 "kind": "search",
-                "optuna_number": ot.number,
                 "values": values,
                 "storage": redact_url(self.url),  # stored in every trial: never the password
                 "slo": [str(c) for c in self.space.constraints],
             },
         )
-        ot.set_user_attr("tunelab_trial_id", trial.id)
         return trial
 
 
@@ -524,14 +572,28 @@ async def _measure_one(
     With a ``pruner`` the point's interim rates are reported to Optuna as it
     runs, and the point is stopped when ``should_prune`` says so. A point
     ``sure_miss`` judges sure to miss the SLO is stored as skipped and told
-    pruned without a launch.
+    as the model's miss without a launch.
     """
+    ot, trial = await point.ask()
+    try:
+        return await _settle(point, runner, ot, trial, pruner, sure_miss)
+    finally:
+        point.in_flight.discard(values_key(trial.tags["values"]))
+
+
+async def _settle(
+    point: _Point,
+    runner: TrialRunner,
+    ot: optuna.Trial,
+    trial: Trial,
+    pruner: Any,
+    sure_miss: Callable[[Trial], SkipVerdict | None] | None,
+) -> tuple[Trial, Any]:
+    """Skip the asked point when the model is sure it misses, else measure it; tell Optuna."""
     # Deferred: heavy (optuna): loaded only on the path that needs it.
     from optuna.trial import TrialState
 
     opt = point.opt
-    ot = opt.ask()
-    trial = point.trial(ot)
     verdict = await asyncio.to_thread(sure_miss, trial) if sure_miss is not None else None
     if verdict is not None:
         record_skip(runner.store, trial, verdict)

@@ -48,6 +48,7 @@ __all__ = [
     "SkipVerdict",
     "describe_skip",
     "is_model_skip",
+    "predict_key",
     "record_skip",
     "skipper",
     "sure_miss",
@@ -144,7 +145,7 @@ def sure_miss(
         verdict = _judge(group, point, constraint, model)
         if verdict is not None:
             wanted = dict.fromkeys([*keys, *(c.metric for c in constraints)])
-            told = {k: v for k in wanted if (v := _predict(model, point, k)) is not None}
+            told = {k: v for k in wanted if (v := predict_key(model, point, k)) is not None}
             return dataclasses.replace(verdict, values=told)
     return None
 
@@ -157,13 +158,13 @@ def _judge(
     from tuner.perfmodel.fit import fit_costs
 
     observations = [obs for obs, _ in group]
-    predicted = _predict(model, point, bound.metric)
+    predicted = predict_key(model, point, bound.metric)
     if predicted is None or predicted <= 0:
         return None
     worst, floor = 0.0, FLOOR_OF_BOUND * abs(bound.bound)
     for i, (obs, trial) in enumerate(group):
         measured = value_of(trial, bound.metric)
-        guess = _predict(fit_costs(observations[:i] + observations[i + 1 :]), obs.point,
+        guess = predict_key(fit_costs(observations[:i] + observations[i + 1 :]), obs.point,
                          bound.metric)  # fmt: skip
         if measured is None or guess is None or measured <= 0 or guess <= 0:
             return None  # a key the group cannot check: not sure of anything
@@ -175,7 +176,7 @@ def _judge(
     return SkipVerdict(str(bound), predicted, low, high, len(group))
 
 
-def _predict(model: Any, point: Any, key: str) -> float | None:
+def predict_key(model: Any, point: Any, key: str) -> float | None:
     """One result key at ``point`` under the model's step costs (None: a key it cannot tell)."""
     from tuner.perfmodel.simulate import replay
 

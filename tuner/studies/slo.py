@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tuner.bench.metrics import METRICS, PERCENTILES
+from tuner.bench.metrics import METRICS, PERCENTILES, WORST_TURN_KEYS
 from tuner.bounded import loads as json_loads
 from tuner.errors import TunelabError
 from tuner.studies.space import Constraint, SpaceError, parse_constraint
@@ -71,9 +71,11 @@ def check_key(key: str) -> None:
     """
     if key in OBJECTIVE_KEYS or key in COUNTER_KEYS or key in TELEMETRY_KEYS:
         return
+    if key in WORST_TURN_KEYS:  # a sessions run's (check_for_workload refuses it elsewhere)
+        return
     match = _LATENCY_RE.match(key)
     if match is None:
-        known = ", ".join((*OBJECTIVE_KEYS, *COUNTER_KEYS, *TELEMETRY_KEYS))
+        known = ", ".join((*OBJECTIVE_KEYS, *COUNTER_KEYS, *TELEMETRY_KEYS, *WORST_TURN_KEYS))
         raise SLOError(
             f"SLO key {key!r} is not a result key",
             fix=f"use a latency statistic such as p99_ttft_ms, mean_itl_ms, median_e2el_ms "
@@ -89,6 +91,23 @@ def check_key(key: str) -> None:
             f"SLO key {key!r}: the benchmark reports the percentiles "
             f"{', '.join('p' + w for w in _percentile_words())}",
             fix=f"use one of those, e.g. p99_{metric}_ms",
+        )
+
+
+def check_for_workload(keys: Sequence[str], workload: Any) -> None:
+    """Refuse a bound the workload's runs cannot report: a per-turn TTFT bound
+    (``worst_turn_p99_ttft_ms``) outside a sessions workload would never be met.
+
+    Raises:
+        SLOError: Naming the key and the workload that reports it.
+    """
+    turn_keys = [k for k in keys if k in WORST_TURN_KEYS]
+    if turn_keys and str(getattr(workload, "dataset_kind", "")) != "sessions":
+        raise SLOError(
+            f"SLO key {turn_keys[0]} is a multi-turn run's per-turn TTFT: this workload has "
+            "no turns, so it would never be met",
+            fix="measure conversations (--dataset-kind sessions --turns N, or a preset whose "
+            "[workload] has them), or bound p99_ttft_ms instead",
         )
 
 
