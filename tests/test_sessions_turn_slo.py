@@ -24,6 +24,7 @@ from tuner.bench.sessions import MIN_TURN_ANSWERS, worst_turn_metrics
 from tuner.bench.workload import Workload
 from tuner.cli.app import app, register_all
 from tuner.studies.slo import SLOError, check_for_workload, parse_slo
+from tuner.trials.model import WORKLOAD_REFUSED
 from tuner.trials.store import TrialStore
 
 register_all(app)
@@ -98,3 +99,35 @@ def study_cli_preset(model: str) -> str:
         f'schema_version = 1\n\n[target]\nmodel = "{model}"\nvllm_version = "0.32.0"\n'
         'platform = "cpu"\ngpu_count = 0\n\n[env]\n\n[engine]\nmax-num-seqs = 4\n'
     )
+
+
+def test_a_workload_that_cannot_run_fails_its_launch_once_not_every_probe(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Conversations need a tokenizer, and the double's model has none: the first probe's
+    benchmark refuses the workload, and its other loads are not run to fail alike (they were:
+    every probe failed the same way and the answer read "capacity 0, even 1 missed it")."""
+    preset = tmp_path / "sessions.toml"
+    preset.write_text(
+        study_cli_preset("engine-double")
+        + "\n[workload]\ninput_len = 16\noutput_len = 8\nnum_prompts = 6\nconcurrency = 2\n"
+        'dataset_kind = "sessions"\nturns = 3\n'
+    )
+    cli = study_cli.in_process(monkeypatch, DOUBLE_TOKEN_MS="25")
+    done = cli.invoke(app, ["capacity", "--preset", str(preset), "--warmup", "0", "--max", "16",
+                            "--slo", "worst_turn_p99_ttft_ms<=150", "--launches", "1",
+                            "--probes", "6", "--json"])  # fmt: skip
+    assert "Traceback" not in done.output
+    with TrialStore() as store:
+        trials = store.list()
+    measured = [t for t in trials if (t.failure_reason or "").startswith(WORKLOAD_REFUSED)]
+    assert len(measured) == 1 and "need a tokenizer" in (measured[0].failure_reason or "")
+    rest = [t for t in trials if t is not measured[0]]
+    assert rest and all(
+        f"the same workload failed on trial {measured[0].short_id}" in (t.failure_reason or "")
+        for t in rest
+    )
+    # The answer is the workload's error and its fix (exit 2, a user's input), not "capacity 0".
+    assert done.exit_code == 2, done.output
+    assert "need a tokenizer" in done.stderr and "fix the workload" in done.stderr
+    assert "capacity 0" not in done.output and "even 1 missed" not in done.output

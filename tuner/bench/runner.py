@@ -369,14 +369,18 @@ async def run_benchmark(
             refuse_missing_endpoint(client, guard)
             raise
         refuse_missing_endpoint(client, guard)
+    return _result(url, client.model, workload, run)
 
+
+def _result(url: str, model: str, workload: Workload, run: _Measured) -> BenchResult:
+    """The measured run's result: vLLM's metrics, a sessions run's per-turn TTFT bounds."""
     return BenchResult(
         url=url,
-        model=client.model,
+        model=model,
         workload=workload,
         metrics={
             **compute_metrics(run.records, run.duration_s, workload.slo, detailed=True),
-            **worst_turn_metrics(run.records),  # a sessions run's per-turn TTFT bounds
+            **worst_turn_metrics(run.records),
         },
         server=run.server,
         records=run.records,

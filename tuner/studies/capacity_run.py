@@ -40,7 +40,7 @@ from tuner.studies.capacity_model import GuidedSearch
 from tuner.studies.common import study_name, value_of
 from tuner.studies.slo import SLO
 from tuner.trials.events import TrialDone, TrialEvent, TrialFailed, TrialStage
-from tuner.trials.model import PROBE_KIND, Trial
+from tuner.trials.model import PROBE_KIND, WORKLOAD_REFUSED, Trial
 
 if TYPE_CHECKING:
     from tuner.bench.workload import Workload
@@ -123,6 +123,14 @@ class _Planner:
         self.ended.add(trial.id)
         if trial.id not in self.started:
             return  # never measured: the engine did not start, or crashed on an earlier probe
+        if (trial.failure_reason or "").startswith(WORKLOAD_REFUSED):
+            # Not a miss at this load: no load of this workload can run (the runner failed
+            # the launch's other probes unrun); the answer is the reason, not "capacity 0".
+            self.error = CapacityError(
+                trial.failure_reason or WORKLOAD_REFUSED,
+                fix="fix the workload (its dataset, tokenizer or preset [workload]) and rerun",
+            )
+            return
         # A failed probe (too many failed requests, an engine crash at this load) misses.
         values = slo_values(trial, self.bracket.slo)
         units = self.bracket.grid.units(self.planned[trial.id])

@@ -316,10 +316,10 @@ class SearchReport:
     storage: str
     objectives: list[str]
     constraints: list[str]
-    measured: int
-    pruned: int
-    failed: int
-    recovered: list[int]
+    measured: int = 0
+    pruned: int = 0
+    failed: int = 0
+    recovered: list[int] = field(default_factory=list)
     best: list[dict[str, Any]] = field(default_factory=list)
     trials: list[str] = field(default_factory=list)
     stopped_early: int = 0
@@ -408,9 +408,6 @@ async def run_search(
         storage=redact_url(url),  # shown and stored: never the password
         objectives=objectives,
         constraints=[str(c) for c in space.constraints],
-        measured=0,
-        pruned=0,
-        failed=0,
         recovered=recovered,
     )
     budget = _Budget(n_trials)

@@ -28,6 +28,9 @@ DEFAULT_STUDY = "default"
 DEFAULT_OBJECTIVE = "output_throughput"
 # What a capacity probe carries in tags["kind"] (tuner.studies.capacity_run).
 PROBE_KIND = "capacity"
+# How a trial's failure reason starts when the benchmark refused its workload itself (no
+# tokenizer for text prompts, an unreadable dataset): no load of that workload can run.
+WORKLOAD_REFUSED = "the benchmark refused the workload"
 # The tag a trial stopped by pruning carries (its decision, a dict): tuner.studies.pruning.
 PRUNED_TAG = "pruned"
 

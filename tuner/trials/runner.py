@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import secrets
 import sys
 import time
@@ -42,10 +43,16 @@ from tuner.rules.policy import RULE_ID as POLICY_RULE
 from tuner.trials.context import RunContext, check_trial, mismatch_findings, resolve_context
 from tuner.trials.events import TrialEventCallback, TrialQueued, TrialSkipped, TrialStage
 from tuner.trials.model import Trial, TrialStatus
-from tuner.trials.session import MAX_FAILED_FRACTION, EngineCrashed, EngineSession
+from tuner.trials.session import (
+    MAX_FAILED_FRACTION,
+    EngineCrashed,
+    EngineSession,
+    WorkloadUnusable,
+)
 from tuner.trials.store import TrialNotFound, TrialStore, this_process
 
 if TYPE_CHECKING:
+    from tuner.bench.workload import Workload
     from tuner.config import EngineConfig
     from tuner.telemetry.sampler import Sampler
 
@@ -382,6 +389,15 @@ async def _measure_in_turn(session: EngineSession, pending: list[Trial], model: 
         trial = pending[0]
         try:
             await session.measure(trial, model)
+        except WorkloadUnusable as refused:
+            # The workload itself cannot run: its other loads (a capacity's probes, a
+            # concurrency sweep) are not run to fail alike; other workloads still are.
+            pending.pop(0)
+            for rest in [t for t in pending if _same_but_load(t.workload, trial.workload)]:
+                pending.remove(rest)
+                session.fail(rest, f"not measured: the same workload failed on trial "
+                                   f"{trial.short_id}: {refused}")  # fmt: skip
+            continue
         except EngineCrashed as crash:
             pending.pop(0)
             for rest in pending:
@@ -392,6 +408,14 @@ async def _measure_in_turn(session: EngineSession, pending: list[Trial], model: 
             pending.clear()
             return
         pending.pop(0)
+
+
+_LOAD_FIELDS = ("concurrency", "request_rate", "num_prompts", "burstiness", "duration_s")
+
+
+def _same_but_load(one: Workload, other: Workload) -> bool:
+    """Whether two workloads differ in their load alone (what a capacity probe changes)."""
+    return dataclasses.replace(one, **{f: getattr(other, f) for f in _LOAD_FIELDS}) == other
 
 
 def _finish(

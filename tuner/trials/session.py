@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from tuner.bench.own_loop import on_loop, run_in_own_loop
 from tuner.bench.own_process import run_in_process
 from tuner.bench.runner import run_benchmark
+from tuner.bench.workload import WorkloadError
 from tuner.engine import proctree, running
 from tuner.engine.aiter_shapes import scan
 from tuner.engine.effective import start_lines
@@ -39,7 +40,7 @@ from tuner.trials.events import (
     TrialStage,
 )
 from tuner.trials.guard_check import guard_reference
-from tuner.trials.model import Trial, TrialStatus
+from tuner.trials.model import WORKLOAD_REFUSED, Trial, TrialStatus
 from tuner.trials.store import TrialStore
 
 if TYPE_CHECKING:
@@ -152,6 +153,9 @@ class EngineSession:
         marks["ended_wall"] = time.time()
         try:
             result = bench.result()
+        except WorkloadError as exc:
+            self.fail(trial, f"{WORKLOAD_REFUSED}: {exc}")
+            raise WorkloadUnusable(str(exc)) from None
         except Exception as exc:
             self.fail(trial, f"the benchmark failed: {type(exc).__name__}: {exc}")
             return
@@ -356,6 +360,12 @@ class EngineSession:
     def fail(self, trial: Trial, reason: str) -> None:
         self.store.update_status(trial, TrialStatus.FAILED, failure_reason=reason)
         self.emit(TrialFailed(trial, reason))
+
+
+class WorkloadUnusable(RunFailedError):
+    """The benchmark refused the trial's workload itself (no tokenizer for text prompts, an
+    unreadable dataset...): the trial is already failed, and the same workload at another
+    load would fail the same way. Control flow to the runner, as :class:`EngineCrashed`."""
 
 
 class EngineCrashed(RunFailedError):
