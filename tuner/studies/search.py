@@ -357,7 +357,7 @@ async def run_search(
         while budget.take():
             done = await measure_one(point, runner, pruner, sure_miss)
             trial, outcome = done
-            budget.finished(_count(report, trial, outcome, progress))
+            budget.finished(_count(report, trial, outcome, progress, space.constraints))
             if on_trial is not None:
                 on_trial(trial)
 
@@ -368,7 +368,10 @@ async def run_search(
     return report
 
 
-def _count(report: SearchReport, trial: Trial, outcome: TrialState, progress: Any) -> bool:
+def _count(
+    report: SearchReport, trial: Trial, outcome: TrialState, progress: Any,
+    constraints: list[Constraint],
+) -> bool:  # fmt: skip
     """Add a finished point to the report; True when it counts towards ``n_trials``."""
     # Deferred: heavy (optuna): loaded only on the path that needs it.
     from optuna.trial import TrialState
@@ -378,7 +381,7 @@ def _count(report: SearchReport, trial: Trial, outcome: TrialState, progress: An
         proposal = trial.tags[PROPOSE_TAG]
         measured = value_of(trial, proposal.get("objective") or report.objectives[0])
         report.proposed.append(
-            {**proposal, "measured": measured, "met_slo": meets(trial, _slo(trial))}
+            {**proposal, "measured": measured, "met_slo": meets(trial, constraints)}
         )
     if is_model_skip(trial):  # sure to miss the SLO: no launch, not counted
         report.skipped.append({"values": trial.tags.get("values"), **trial.tags[SKIP_TAG]})
@@ -396,12 +399,6 @@ def _count(report: SearchReport, trial: Trial, outcome: TrialState, progress: An
     else:
         report.failed += 1
     return True
-
-
-def _slo(trial: Trial) -> list[Constraint]:
-    from tuner.studies.space import parse_constraint
-
-    return [parse_constraint(text) for text in trial.tags.get("slo") or []]
 
 
 @dataclass
